@@ -1,0 +1,314 @@
+"""The work behind each robot-rl command. Each cmd_* takes the command's arguments (key=value)."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from robot_rl.config import ConfigError, expand_sweep, load_config, to_yaml
+from robot_rl.envs import make_env
+from robot_rl.training.checkpoint import latest_checkpoint
+from robot_rl.training.run_dir import (
+    git_revision,
+    new_run_name,
+    now_iso,
+    package_versions,
+    read_meta,
+    update_meta,
+    write_json_atomic,
+)
+
+
+def _split(args: list[str], keys: tuple[str, ...]) -> tuple[dict[str, str], list[str]]:
+    """Pull command-specific key=value arguments (run=, bundle=, ...) out of the Hydra overrides."""
+    picked, rest = {}, []
+    for a in args:
+        if "=" not in a:
+            raise ConfigError(f"argument '{a}' is not key=value")
+        k, v = a.split("=", 1)
+        (picked.__setitem__(k, v) if k in keys else rest.append(a))
+    return picked, rest
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _run_config(run_dir: Path, overrides: list[str]) -> DictConfig:
+    """A finished run's saved config with value overrides on top (types checked)."""
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"{run_dir} is not a run directory (no config.yaml)")
+    cfg = OmegaConf.load(path)
+    for o in overrides:
+        key, value = o.split("=", 1)
+        old = OmegaConf.select(cfg, key, default="__missing__")
+        if old == "__missing__":
+            raise ConfigError(f"unknown config key '{key}'")
+        new = OmegaConf.create({"v": value}).v if not isinstance(old, str) else value
+        if (
+            isinstance(old, bool)
+            and not isinstance(new, bool)
+            or (isinstance(old, (int, float)) and not isinstance(old, bool) and not isinstance(new, (int, float)))
+        ):
+            raise ConfigError(f"{key}: expected {type(old).__name__}, got {value!r}")
+        OmegaConf.update(cfg, key, new)
+    return cfg
+
+
+def _index(runs_root: Path, run_dir: Path) -> None:
+    """Put the run into the evaluation store the dashboard reads."""
+    from robot_rl.store import index_run, open_store
+
+    store = open_store(runs_root=str(runs_root))
+    try:
+        index_run(store, run_dir)
+    finally:
+        store.close()
+
+
+def _load_actor(cfg: DictConfig, run_dir: Path, checkpoint: str | None = None):
+    from robot_rl.training.ppo_trainer import PPOTrainer
+
+    env = make_env(cfg, num_worlds=1)
+    trainer = PPOTrainer(env, OmegaConf.to_container(cfg.algo, resolve=True))
+    trainer.load(Path(checkpoint) if checkpoint else latest_checkpoint(run_dir))
+    return trainer.inference_policy(), env
+
+
+# -- train --------------------------------------------------------------------------------------------
+def cmd_train(args: list[str]) -> list[Path]:
+    multirun = "-m" in args or "--multirun" in args
+    args = [a for a in args if a not in ("-m", "--multirun")]
+    sweeps = expand_sweep(args) if multirun else [args]
+    for overrides in sweeps:  # validate every combination before spending time on any
+        load_config(overrides)
+    return [train_one(load_config(o)) for o in sweeps]
+
+
+def train_one(cfg: DictConfig) -> Path:
+    from torch.utils.tensorboard import SummaryWriter
+
+    from robot_rl.training.ppo_trainer import PPOTrainer
+
+    t_setup = time.perf_counter()
+    if cfg.resume:
+        run_dir = Path(cfg.resume)
+        iterations = int(cfg.train.iterations)
+        cfg = _run_config(run_dir, [])
+        cfg.train.iterations = max(iterations, int(cfg.train.iterations))
+        checkpoint = latest_checkpoint(run_dir)
+    else:
+        name = cfg.run_name or new_run_name(cfg.task.name, cfg.algo.name, int(cfg.seed))
+        run_dir = Path(cfg.runs_root) / name
+        if run_dir.exists():
+            raise ConfigError(f"run directory {run_dir} exists; pick another run_name or resume={run_dir}")
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.yaml").write_text(to_yaml(cfg))
+        checkpoint = None
+        write_json_atomic(run_dir / "meta.json", {
+            "run_name": name, "task": cfg.task.name, "algo": cfg.algo.name,
+            "reward": cfg.get("reward_name", "dense"), "guidance": cfg.get("guidance_name", "none"),
+            "seed": int(cfg.seed), "git_revision": git_revision(), "versions": package_versions(),
+            "started_at": now_iso(), "status": "running",
+        })  # fmt: skip
+    _seed_everything(int(cfg.seed))
+    env = make_env(cfg)
+    env.stagger_episodes()
+    writer = SummaryWriter(log_dir=str(run_dir / "tb"), flush_secs=5)
+    trainer = PPOTrainer(env, OmegaConf.to_container(cfg.algo, resolve=True), run_dir=run_dir, writer=writer)
+    if checkpoint is not None:
+        trainer.load(checkpoint)
+        print(f"resuming {run_dir} from {checkpoint.name} (iteration {trainer.iteration})")
+    setup_s = time.perf_counter() - t_setup
+    print(f"run: {run_dir}  ({env.num_envs} worlds, {int(cfg.train.iterations)} iterations)")
+    try:
+        result = trainer.learn(int(cfg.train.iterations), save_every=int(cfg.train.save_every),
+                               progress=bool(cfg.train.progress))  # fmt: skip
+    except BaseException:
+        update_meta(run_dir, status="failed", finished_at=now_iso())
+        raise
+    finally:
+        writer.close()
+    update_meta(run_dir, status="finished", finished_at=now_iso(), train_wall_time_s=round(result["train_time_s"], 2),
+                total_steps=result["total_steps"], iterations=result["iterations"])  # fmt: skip
+    print(f"training wall time: {result['train_time_s']:.1f} s for {result['total_steps']:,} env steps "
+          f"(set-up {setup_s:.1f} s, not counted)")  # fmt: skip
+    _index(Path(cfg.runs_root), run_dir)
+    return run_dir
+
+
+# -- eval ---------------------------------------------------------------------------------------------
+def cmd_eval(args: list[str]) -> dict:
+    opts, overrides = _split(args, ("run", "checkpoint", "bundle", "name"))
+    if "run" not in opts:
+        raise ConfigError("eval needs run=<run directory>")
+    return evaluate_run(Path(opts["run"]), overrides, opts.get("checkpoint"),
+                        opts.get("bundle", "false").lower() == "true", opts.get("name"))  # fmt: skip
+
+
+def evaluate_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | None = None,
+                 use_bundle: bool = False, name: str | None = None) -> dict:  # fmt: skip
+    from robot_rl.evaluation.evaluate import deploy_policy, evaluate, torch_policy
+
+    cfg = _run_config(run_dir, list(overrides))
+    e = cfg.eval
+    env = make_env(
+        cfg,
+        num_worlds=int(e.episodes),
+        seed=int(e.seed),
+        randomization=str(e.randomization),
+        obs_noise=bool(e.obs_noise),
+        action_latency=bool(e.action_latency),
+        pushes=bool(e.pushes),
+    )
+    if use_bundle:
+        from robot_rl.deploy import PolicyRuntime
+
+        policy = deploy_policy(PolicyRuntime(run_dir / "bundle"))
+    else:
+        actor, _ = _load_actor(cfg, run_dir, checkpoint)
+        policy = torch_policy(actor)
+    t0 = time.perf_counter()
+    result = evaluate(env, policy, progress=True)
+    name = name or ("bundle" if use_bundle else "checkpoint") + f"_{e.randomization}"
+    result.update(name=name, task=cfg.task.name, randomization=str(e.randomization), seed=int(e.seed),
+                  policy="onnx" if use_bundle else "torch", wall_time_s=round(time.perf_counter() - t0, 2))  # fmt: skip
+    (run_dir / "eval").mkdir(exist_ok=True)
+    write_json_atomic(run_dir / "eval" / f"{name}.json", result)
+    m = result["metrics"]
+    lo, hi = m["success_ci95"]
+    print(f"eval {name}: success {m['success_rate']:.3f} (Wilson 95% [{lo:.3f}, {hi:.3f}], lower bound {lo:.3f}) "
+          f"over {result['episodes']} episodes; crash rate {m['crash_rate']:.3f}; "
+          f"final position error {m['position_error_m'] * 100:.1f} cm")  # fmt: skip
+    _index(Path(cfg.runs_root), run_dir)
+    return result
+
+
+# -- export / play ------------------------------------------------------------------------------------
+def cmd_export(args: list[str]) -> Path:
+    opts, overrides = _split(args, ("run", "checkpoint"))
+    if "run" not in opts:
+        raise ConfigError("export needs run=<run directory>")
+    return export_run(Path(opts["run"]), opts.get("checkpoint"))
+
+
+def export_run(run_dir: Path, checkpoint: str | None = None) -> Path:
+    from robot_rl.deploy import load_bundle
+    from robot_rl.export.bundle_export import export_bundle
+
+    cfg = _run_config(run_dir, [])
+    actor, env = _load_actor(cfg, run_dir, checkpoint)
+    meta = read_meta(run_dir)
+    source = {"run": run_dir.name, "checkpoint": str(checkpoint or latest_checkpoint(run_dir).name),
+              "git_revision": meta.get("git_revision", git_revision()), "versions": package_versions(),
+              "exported_at": now_iso()}  # fmt: skip
+    bundle = export_bundle(actor, env.task, run_dir / "bundle", source)
+    load_bundle(bundle.path)  # what a robot will do first: refuse a bundle that does not validate
+    print(f"exported {bundle.path}/policy.onnx + policy.yaml ({bundle.obs_dim} obs -> {bundle.action_dim} "
+          f"{bundle.action.mode} actions at {bundle.control_rate_hz:.0f} Hz)")  # fmt: skip
+    _index(Path(cfg.runs_root), run_dir)
+    return bundle.path
+
+
+def cmd_play(args: list[str]) -> Path:
+    opts, overrides = _split(args, ("run", "checkpoint"))
+    if "run" not in opts:
+        raise ConfigError("play needs run=<run directory>")
+    return play_run(Path(opts["run"]), overrides, opts.get("checkpoint"))
+
+
+def play_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | None = None) -> Path:
+    from robot_rl.evaluation.evaluate import torch_policy
+    from robot_rl.play.video import record
+
+    cfg = _run_config(run_dir, list(overrides))
+    actor, _ = _load_actor(cfg, run_dir, checkpoint)
+    env = make_env(cfg, num_worlds=1, seed=int(cfg.eval.seed), pushes=False)
+    p = cfg.play
+    out = run_dir / "videos" / "play.mp4"
+    info = record(env, torch_policy(actor), out, float(p.seconds), str(p.camera), int(p.width), int(p.height))
+    print(f"video: {out} ({info['frames']} frames, final position error {info['final_position_error_m'] * 100:.1f} cm)")
+    _index(Path(cfg.runs_root), run_dir)
+    return out
+
+
+# -- sitl ---------------------------------------------------------------------------------------------
+def cmd_sitl(args: list[str]) -> dict:
+    opts, _ = _split(args, ("bundle", "seconds", "ros", "out"))
+    if "bundle" not in opts:
+        raise ConfigError("sitl needs bundle=<bundle directory>")
+    return fly_sitl(Path(opts["bundle"]), float(opts.get("seconds", 8.0)), opts.get("ros", "auto"),
+                    Path(opts["out"]) if "out" in opts else None)  # fmt: skip
+
+
+def fly_sitl(bundle_dir: Path, seconds: float = 8.0, ros: str = "auto", out: Path | None = None) -> dict:
+    """Fly a bundle from the floor to its goal: through the ROS 2 nodes when rclpy is here, else in-process."""
+    from robot_rl.deploy import load_bundle
+
+    load_bundle(bundle_dir)
+    result = None
+    if ros in ("auto", "true"):
+        try:
+            from robot_rl_ros.sitl import fly
+        except ImportError as e:
+            if ros == "true":
+                raise ConfigError(f"ros=true but the ROS 2 package is not importable: {e}") from None
+        else:
+            result = dict(fly(str(bundle_dir), seconds, (0.0, 0.0, 1.0)))
+            result["transport"] = "ros2"
+    if result is None:
+        result = _fly_in_process(bundle_dir, seconds)
+    print(f"sitl ({result['transport']}): {seconds:.0f} s flight, final position error "
+          f"{result['final_position_error_m'] * 100:.1f} cm, crashed={result.get('crashed', False)}")  # fmt: skip
+    if out is not None:
+        write_json_atomic(out, result)
+    return result
+
+
+def _fly_in_process(bundle_dir: Path, seconds: float) -> dict:
+    from robot_rl.deploy import PolicyRuntime
+    from sim.crazyflie_sitl import CrazyflieSitl
+
+    runtime = PolicyRuntime(bundle_dir)
+    goal = np.array([0.0, 0.0, 1.0])
+    sim = CrazyflieSitl(seed=0, randomize=False, goal=goal)
+    sim.reset()
+    errors = []
+    for _ in range(int(seconds / sim.dt)):
+        raw = sim.state()
+        raw["goal"] = goal
+        sim.step(runtime.act(raw))
+        errors.append(float(np.linalg.norm(sim.state()["position"] - goal)))
+    return {"transport": "in-process", "final_position_error_m": errors[-1], "crashed": sim.crashed,
+            "max_error_last_2s_m": max(errors[-200:])}  # fmt: skip
+
+
+# -- demo ---------------------------------------------------------------------------------------------
+def cmd_demo(args: list[str]) -> Path:
+    t0 = time.perf_counter()
+    cfg = load_config(args)
+    run_dir = train_one(cfg)
+    result = evaluate_run(run_dir)
+    export_run(run_dir)
+    play_run(run_dir)
+    sitl = fly_sitl(run_dir / "bundle", out=run_dir / "eval" / "sitl.json")
+    meta = read_meta(run_dir)
+    print(json.dumps({
+        "run": str(run_dir),
+        "train_wall_time_s": meta.get("train_wall_time_s"),
+        "success_rate": result["metrics"]["success_rate"],
+        "success_wilson_lower": result["metrics"]["success_ci95"][0],
+        "sitl_final_error_m": round(sitl["final_position_error_m"], 4),
+        "total_demo_time_s": round(time.perf_counter() - t0, 1),
+    }, indent=2))  # fmt: skip
+    print(f"dashboard: robot-rl dashboard --runs-root {cfg.runs_root}  (then open http://127.0.0.1:8765)")
+    return run_dir

@@ -1,0 +1,1 @@
+"""Sim evaluation dashboard (``robot-rl dashboard``)."""

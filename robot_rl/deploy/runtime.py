@@ -1,0 +1,82 @@
+"""Run a policy bundle: raw robot state in, robot command out (numpy + onnxruntime)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from robot_rl.deploy.bundle import BundleError, PolicyBundle, load_bundle
+from robot_rl.deploy.observation import build_observation
+
+
+def make_session(onnx_path: Path, threads: int = 1):
+    """An onnxruntime session with one intra-op thread and no spin-waiting (robots share cores)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    try:
+        return ort.InferenceSession(str(onnx_path), sess_options=opts, providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime raises its own exception types for corrupt models
+        raise BundleError(f"{onnx_path} cannot be loaded by onnxruntime: {str(e).splitlines()[0]}") from None
+
+
+class PolicyRuntime:
+    """Builds the observation from raw state, runs the ONNX policy, maps the action to robot units.
+
+    The last policy action (in policy space) is kept and offered to the layout as 'last_action',
+    as in training.
+    """
+
+    def __init__(self, bundle: PolicyBundle | str | Path):
+        self.bundle = bundle if isinstance(bundle, PolicyBundle) else load_bundle(bundle)
+        self.session = make_session(self.bundle.onnx_path)
+        inp = self.session.get_inputs()[0]
+        out = self.session.get_outputs()[0]
+        self._input_name = inp.name
+        if inp.shape[-1] != self.bundle.obs_dim:
+            raise BundleError(
+                f"ONNX input size {inp.shape[-1]} does not match observation layout size {self.bundle.obs_dim}"
+            )
+        if out.shape[-1] != self.bundle.action_dim:
+            raise BundleError(f"ONNX output size {out.shape[-1]} does not match {self.bundle.action_dim} actions")
+        self.dt = 1.0 / self.bundle.control_rate_hz
+        self.last_action = np.zeros(self.bundle.action_dim, dtype=np.float64)
+        self.integrals = {i.name: np.zeros(i.dim) for i in self.bundle.integrators}
+
+    def reset(self) -> None:
+        """Call when an episode (a flight) starts: clears the last action and the integrators."""
+        self.last_action = np.zeros(self.bundle.action_dim, dtype=np.float64)
+        self.integrals = {i.name: np.zeros(i.dim) for i in self.bundle.integrators}
+
+    def observation(self, raw: dict[str, np.ndarray], update: bool = False) -> np.ndarray:
+        """The policy input. Inputs the caller provides (last_action, integrals) take precedence,
+        so a simulator can replay exactly what its policy saw; update=True advances the integrators."""
+        raw = dict(raw)
+        raw.setdefault("last_action", self.last_action)
+        for integ in self.bundle.integrators:
+            if integ.name not in raw:
+                if update:
+                    self.integrals[integ.name] = integ.update(self.integrals[integ.name], raw, self.dt)
+                raw[integ.name] = self.integrals[integ.name]
+        return build_observation(self.bundle.observation, raw)
+
+    def policy(self, obs: np.ndarray) -> np.ndarray:
+        """Raw network output for a (batch, obs_dim) or (obs_dim,) float32 observation."""
+        x = np.asarray(obs, dtype=np.float32)
+        single = x.ndim == 1
+        y = self.session.run(None, {self._input_name: x[None] if single else x})[0]
+        return y[0] if single else y
+
+    def act(self, raw: dict[str, np.ndarray]) -> np.ndarray:
+        """One control step: returns the command in robot units (e.g. rpyt: deg, deg, deg/s, PWM)."""
+        obs = self.observation(raw, update=True)
+        a = np.clip(self.policy(obs).astype(np.float64), -1.0, 1.0)
+        if not np.all(np.isfinite(a)):
+            raise ValueError("policy produced a non-finite action")
+        self.last_action = a
+        return self.bundle.action.to_raw(a)

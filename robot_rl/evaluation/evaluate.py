@@ -1,0 +1,98 @@
+"""Roll out a policy for exactly one episode in each of N worlds with fixed seeds, and summarize."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from robot_rl.evaluation.stats import wilson_interval
+
+# A policy maps the env (after reset/step) to actions in policy space, (n, num_actions).
+Policy = Callable[[object], torch.Tensor]
+
+
+def torch_policy(actor) -> Policy:
+    """Deterministic actor from rsl_rl (normalizer + MLP, mean action)."""
+
+    def act(env) -> torch.Tensor:
+        with torch.inference_mode():
+            return actor(env.get_observations())
+
+    return act
+
+
+def deploy_policy(runtime) -> Policy:
+    """Actions computed by the deploy runtime from the raw state the task reported (numpy + ONNX)."""
+
+    def act(env) -> torch.Tensor:
+        raw = {k: v.numpy() for k, v in env.task.last_raw.items()}
+        obs = runtime.observation(raw)
+        return torch.from_numpy(np.clip(runtime.policy(obs), -1.0, 1.0).astype(np.float64))
+
+    return act
+
+
+def evaluate(env, policy: Policy, progress: bool = True, record_obs: int = 0) -> dict:
+    """Run until every world has finished its first episode. Returns summary + per-episode records.
+
+    record_obs > 0 keeps that many policy observations (from world 0..k) for export parity checks.
+    """
+    n = env.num_envs
+    env.reset()
+    done = torch.zeros(n, dtype=torch.bool)
+    success = torch.zeros(n, dtype=torch.bool)
+    crashed = torch.zeros(n, dtype=torch.bool)
+    pos_err = torch.zeros(n, dtype=torch.float64)
+    returns = torch.zeros(n, dtype=torch.float64)
+    term_sums: dict[str, torch.Tensor] = {}
+    recorded = []
+    bar = tqdm(range(env.max_episode_length), desc="eval", disable=not progress, unit="step", leave=False)
+    for _ in bar:
+        actions = policy(env)
+        if record_obs:
+            recorded.append(env.get_observations()["policy"][:record_obs].clone())
+        _, reward, dones, extras = env.step(actions)
+        returns += reward.double() * (~done)
+        if "final" in extras:
+            ids = extras["final"]["ids"]
+            first = ids[~done[ids]]  # only each world's first episode counts
+            sel = ~done[ids]
+            success[first] = extras["final"]["success"][sel] > 0
+            crashed[first] = extras["final"]["crash"][sel] > 0
+            pos_err[first] = extras["final"]["position_error_m"][sel]
+            for k, v in extras["final"]["terms"].items():
+                term_sums.setdefault(k, torch.zeros(n, dtype=torch.float64))[first] = v[sel]
+            done[first] = True
+        if bool(done.all()):
+            break
+    k = int(success.sum())
+    lo, hi = wilson_interval(k, n)
+    ok = ~crashed
+    summary = {
+        "episodes": n,
+        "metrics": {
+            "success_rate": k / n,
+            "success_ci95": [lo, hi],
+            "crash_rate": float(crashed.double().mean()),
+            "position_error_m": float(pos_err[ok].mean()) if ok.any() else float("nan"),
+            "position_error_median_m": float(pos_err[ok].median()) if ok.any() else float("nan"),
+            "mean_return": float(returns.mean()),
+        },
+        "reward_terms": {name: float(v.mean()) for name, v in term_sums.items()},
+        "per_episode": [
+            {
+                "episode": i,
+                "success": bool(success[i]),
+                "crashed": bool(crashed[i]),
+                "position_error_m": float(pos_err[i]),
+                "return": float(returns[i]),
+            }
+            for i in range(n)
+        ],
+    }
+    if record_obs:
+        summary["recorded_obs"] = torch.cat(recorded).numpy()
+    return summary

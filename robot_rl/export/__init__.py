@@ -1,0 +1,1 @@
+"""Export trained policies as bundles (policy.onnx + policy.yaml) for robot_rl.deploy."""

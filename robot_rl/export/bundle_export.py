@@ -1,0 +1,78 @@
+"""Trained actor -> policy.onnx + policy.yaml that the deploy runtime reads without torch."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from robot_rl.deploy.bundle import ActionSpec, PolicyBundle, write_bundle
+from robot_rl.deploy.observation import Integrator, ObsTerm
+
+
+class _ExportedActor(torch.nn.Module):
+    """Normalizer + MLP, deterministic mean action: what runs on the robot."""
+
+    def __init__(self, actor):
+        super().__init__()
+        self.normalizer = copy.deepcopy(actor.obs_normalizer).cpu().eval()
+        self.mlp = copy.deepcopy(actor.mlp).cpu().eval()
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.normalizer(obs))
+
+
+def export_onnx(actor, obs_dim: int, path: Path) -> None:
+    model = _ExportedActor(actor)
+    dummy = torch.zeros(1, obs_dim)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.onnx.export(
+        model,
+        (dummy,),
+        str(path),
+        input_names=["obs"],
+        output_names=["actions"],
+        dynamic_axes={"obs": {0: "batch"}, "actions": {0: "batch"}},
+        opset_version=18,
+        dynamo=False,
+    )
+
+
+def export_bundle(actor, task, out_dir: Path, source: dict) -> PolicyBundle:
+    """Write the bundle for a task's actor into out_dir; returns the validated bundle description."""
+    from sim.tasks.crazyflie import ACTION_SPECS, INTEGRATORS, OBS_LAYOUT
+
+    out_dir = Path(out_dir)
+    obs_dim = sum(t["dim"] for t in OBS_LAYOUT)
+    export_onnx(actor, obs_dim, out_dir / "policy.onnx")
+    spec = ACTION_SPECS[task.action_mode]
+    norm = actor.obs_normalizer
+    bundle = PolicyBundle(
+        path=out_dir,
+        robot=task.robot,
+        task=task.name,
+        control_rate_hz=1.0 / task.control_dt,
+        observation=[ObsTerm.from_dict(t) for t in OBS_LAYOUT],
+        integrators=[Integrator.from_dict(i) for i in INTEGRATORS],
+        action=ActionSpec(
+            mode=task.action_mode,
+            names=list(spec["names"]),
+            offset=np.array(spec["offset"]),
+            scale=np.array(spec["scale"]),
+            low=np.array(spec["low"]),
+            high=np.array(spec["high"]),
+        ),
+        onnx_file="policy.onnx",
+        onnx_sha256="",
+        normalizer={
+            "applied_in_onnx": True,
+            "mean": [float(x) for x in norm.mean.flatten()],
+            "std": [float(x) for x in norm.std.flatten()],
+        },
+        source=json.loads(json.dumps(source, default=str)),
+    )
+    write_bundle(bundle)
+    return bundle

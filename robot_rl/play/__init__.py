@@ -1,0 +1,1 @@
+"""Videos of policies, playable in any browser."""

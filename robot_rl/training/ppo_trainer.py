@@ -1,0 +1,186 @@
+"""PPO from rsl-rl-lib over a BatchedEnv, with our own loop for progress, checkpoints and timing.
+
+We use rsl_rl's algorithm (storage, GAE, clipped objective, adaptive KL schedule, empirical
+observation normalization) as Isaac Lab and legged_gym users know it, and keep the loop here so
+that checkpoints are atomic and carry RNG streams, and so progress shows return and success.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from rsl_rl.algorithms import PPO
+from tqdm import tqdm
+
+from robot_rl.training.checkpoint import load_checkpoint, save_atomic
+
+
+def rsl_rl_config(algo: dict) -> dict:
+    """Our algo config group -> the dict rsl_rl's PPO.construct_algorithm expects."""
+    actor_dist = {"class_name": "GaussianDistribution", "init_std": float(algo["init_std"])}
+    return {
+        "num_steps_per_env": int(algo["num_steps_per_env"]),
+        "obs_groups": {"actor": ["policy"], "critic": ["critic"]},
+        "algorithm": {
+            "class_name": "PPO",
+            "num_learning_epochs": int(algo["num_learning_epochs"]),
+            "num_mini_batches": int(algo["num_mini_batches"]),
+            "learning_rate": float(algo["learning_rate"]),
+            "gamma": float(algo["gamma"]),
+            "lam": float(algo["lam"]),
+            "entropy_coef": float(algo["entropy_coef"]),
+            "desired_kl": float(algo["desired_kl"]),
+            "schedule": str(algo["schedule"]),
+            "clip_param": float(algo["clip_param"]),
+            "max_grad_norm": float(algo["max_grad_norm"]),
+            "value_loss_coef": 1.0,
+            "use_clipped_value_loss": True,
+        },
+        "actor": {
+            "class_name": "MLPModel",
+            "hidden_dims": list(algo["actor_hidden_dims"]),
+            "activation": str(algo["activation"]),
+            "obs_normalization": True,
+            "distribution_cfg": actor_dist,
+        },
+        "critic": {
+            "class_name": "MLPModel",
+            "hidden_dims": list(algo["critic_hidden_dims"]),
+            "activation": str(algo["activation"]),
+            "obs_normalization": True,
+        },
+        "multi_gpu": None,
+    }
+
+
+def rng_state(env) -> dict:
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+        "env": env.rng.get_state(),
+    }
+
+
+def set_rng_state(env, state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    env.rng.set_state(state["env"])
+
+
+class PPOTrainer:
+    def __init__(self, env, algo: dict, run_dir: Path | None = None, writer=None):
+        self.env = env
+        self.algo_cfg = dict(algo)
+        self.cfg = rsl_rl_config(algo)
+        self.run_dir = Path(run_dir) if run_dir else None
+        self.writer = writer
+        self.alg: PPO = PPO.construct_algorithm(env.get_observations(), env, copy.deepcopy(self.cfg), "cpu")
+        self.iteration = 0  # iterations completed
+        self.total_steps = 0
+        self.train_time_s = 0.0
+
+    # -- checkpoints ------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        d = self.alg.save()
+        d.update(
+            iteration=self.iteration,
+            total_steps=self.total_steps,
+            train_time_s=self.train_time_s,
+            learning_rate=self.alg.learning_rate,
+            rng=rng_state(self.env),
+            algo=self.algo_cfg,
+        )
+        return d
+
+    def save(self, path: Path) -> None:
+        save_atomic(self.state_dict(), path)
+
+    def load(self, path: Path) -> None:
+        d = load_checkpoint(path)
+        self.alg.load(d, None, strict=True)
+        self.alg.learning_rate = d["learning_rate"]
+        for g in self.alg.optimizer.param_groups:
+            g["lr"] = d["learning_rate"]
+        self.iteration = int(d["iteration"])
+        self.total_steps = int(d["total_steps"])
+        self.train_time_s = float(d["train_time_s"])
+        set_rng_state(self.env, d["rng"])
+
+    # -- training ---------------------------------------------------------------------------------
+    def learn(self, iterations: int, save_every: int = 50, progress: bool = True) -> dict:
+        env, alg = self.env, self.alg
+        steps_per_iter = self.cfg["num_steps_per_env"]
+        obs = env.get_observations()
+        alg.train_mode()
+        ret_sum = torch.zeros(env.num_envs)
+        recent_returns: list[float] = []
+        recent_success: list[float] = []
+        bar = tqdm(range(self.iteration, iterations), desc="train", disable=not progress, unit="it", dynamic_ncols=True)
+        for it in bar:
+            t0 = time.perf_counter()
+            ep_logs: list[dict] = []
+            with torch.inference_mode():
+                for _ in range(steps_per_iter):
+                    actions = alg.act(obs)
+                    obs, rewards, dones, extras = env.step(actions)
+                    alg.process_env_step(obs, rewards, dones, extras)
+                    ret_sum += rewards
+                    done_ids = dones.nonzero().flatten()
+                    if done_ids.numel():
+                        recent_returns = (recent_returns + ret_sum[done_ids].tolist())[-200:]
+                        ret_sum[done_ids] = 0.0
+                        final = extras["final"]
+                        timed_out = extras["time_outs"][done_ids]
+                        # success is defined at the episode's end; crashes count as failures
+                        finished = final["success"][timed_out | (final["crash"] > 0)]
+                        recent_success = (recent_success + finished.tolist())[-500:]
+                        ep_logs.append(extras["episode"])
+                alg.compute_returns(obs)
+            collect = time.perf_counter() - t0
+            losses = alg.update()
+            dt = time.perf_counter() - t0
+            self.iteration = it + 1
+            self.total_steps += steps_per_iter * env.num_envs
+            self.train_time_s += dt
+            mean_ret = float(np.mean(recent_returns)) if recent_returns else float("nan")
+            succ = float(np.mean(recent_success)) if recent_success else float("nan")
+            bar.set_postfix(
+                ret=f"{mean_ret:.1f}", success=f"{succ:.2f}", sps=f"{steps_per_iter * env.num_envs / dt:.0f}"
+            )
+            if self.writer is not None:
+                self._log(it, losses, ep_logs, mean_ret, succ, collect, dt)
+            if self.run_dir is not None and (self.iteration % save_every == 0 or self.iteration == iterations):
+                self.save(self.run_dir / "checkpoints" / f"model_{self.iteration}.pt")
+        return {
+            "iterations": self.iteration,
+            "total_steps": self.total_steps,
+            "train_time_s": self.train_time_s,
+            "mean_return": mean_ret,
+            "train_success": succ,
+        }
+
+    def _log(self, it, losses, ep_logs, mean_ret, succ, collect, dt) -> None:
+        w = self.writer
+        for k, v in losses.items():
+            w.add_scalar(f"Loss/{k}", v, it)
+        w.add_scalar("Train/mean_reward", mean_ret, it)
+        w.add_scalar("Train/success_rate", succ, it)
+        w.add_scalar("Train/learning_rate", self.alg.learning_rate, it)
+        w.add_scalar("Perf/steps_per_s", self.cfg["num_steps_per_env"] * self.env.num_envs / dt, it)
+        w.add_scalar("Perf/collect_time_s", collect, it)
+        w.add_scalar("Perf/learn_time_s", dt - collect, it)
+        keys = set().union(*[d.keys() for d in ep_logs]) if ep_logs else set()
+        for k in sorted(keys):
+            vals = [float(d[k]) for d in ep_logs if k in d]
+            w.add_scalar(f"Episode/{k}", float(np.mean(vals)), it)
+
+    def inference_policy(self):
+        self.alg.eval_mode()
+        return self.alg.get_policy()

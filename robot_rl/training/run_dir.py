@@ -1,0 +1,61 @@
+"""Run directories: resolved config, provenance (versions, git revision), status in meta.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("robot-rl", "torch", "mujoco", "rsl-rl-lib", "onnx", "onnxruntime", "hydra-core", "numpy")
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for p in PACKAGES:
+        try:
+            out[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            out[p] = "not installed"
+    return out
+
+
+def git_revision() -> str:
+    root = Path(__file__).resolve().parents[2]
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+        if rev.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, timeout=5)
+        return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def write_json_atomic(path: Path, obj: dict) -> None:
+    tmp = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2, default=str))
+    tmp.replace(path)
+
+
+def new_run_name(task: str, algo: str, seed: int) -> str:
+    return f"{task}_{algo}_s{seed}_{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def read_meta(run_dir: Path) -> dict:
+    p = Path(run_dir) / "meta.json"
+    return json.loads(p.read_text()) if p.is_file() else {}
+
+
+def update_meta(run_dir: Path, **fields) -> dict:
+    meta = read_meta(run_dir)
+    meta.update(fields)
+    write_json_atomic(Path(run_dir) / "meta.json", meta)
+    return meta

@@ -1,0 +1,101 @@
+"""Conversions between ROS messages and robot_rl raw state / commands (units via robot_rl.deploy.units)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import PointStamped, Twist
+from nav_msgs.msg import Odometry
+from sensor_msgs.msg import Imu, JointState
+
+from robot_rl.deploy.units import cmd_vel_legacy_to_rpyt, rpyt_to_cmd_vel_legacy
+
+
+def stamp_to_s(stamp: Time) -> float:
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+def s_to_stamp(t: float) -> Time:
+    # Round the total first: splitting first turns 3.9999999 s into 3 s + 1e9 ns (mod -> 3.000 s).
+    ns = int(round(t * 1e9))
+    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+def odometry_to_raw(msg: Odometry) -> dict[str, np.ndarray]:
+    """Crazyswarm2 convention: twist.linear is the world-frame velocity (stateEstimate vx, vy, vz),
+    twist.angular the body rates in rad/s; orientation is ROS xyzw."""
+    p, q = msg.pose.pose.position, msg.pose.pose.orientation
+    v, w = msg.twist.twist.linear, msg.twist.twist.angular
+    return {
+        "position": np.array([p.x, p.y, p.z]),
+        "quaternion": np.array([q.x, q.y, q.z, q.w]),
+        "velocity": np.array([v.x, v.y, v.z]),
+        "angular_velocity": np.array([w.x, w.y, w.z]),
+    }
+
+
+def raw_to_odometry(raw: dict, stamp: Time, frame_id: str = "world", child_frame_id: str = "") -> Odometry:
+    msg = Odometry()
+    msg.header.stamp, msg.header.frame_id, msg.child_frame_id = stamp, frame_id, child_frame_id
+    p, q = msg.pose.pose.position, msg.pose.pose.orientation
+    p.x, p.y, p.z = (float(x) for x in raw["position"])
+    q.x, q.y, q.z, q.w = (float(x) for x in raw["quaternion"])
+    v, w = msg.twist.twist.linear, msg.twist.twist.angular
+    v.x, v.y, v.z = (float(x) for x in raw["velocity"])
+    w.x, w.y, w.z = (float(x) for x in raw["angular_velocity"])
+    return msg
+
+
+def rpyt_to_twist(rpyt) -> Twist:
+    lx, ly, az, lz = rpyt_to_cmd_vel_legacy(*(float(x) for x in rpyt))
+    msg = Twist()
+    msg.linear.x, msg.linear.y, msg.linear.z, msg.angular.z = lx, ly, lz, az
+    return msg
+
+
+def twist_to_rpyt(msg: Twist) -> np.ndarray:
+    return np.array(cmd_vel_legacy_to_rpyt(msg.linear.x, msg.linear.y, msg.angular.z, msg.linear.z))
+
+
+def _point(key: str) -> Callable:
+    def convert(msg: PointStamped) -> dict[str, np.ndarray]:
+        return {key: np.array([msg.point.x, msg.point.y, msg.point.z])}
+
+    return convert
+
+
+def _joint_state(msg: JointState) -> dict[str, np.ndarray]:
+    return {
+        "joint_pos": np.asarray(msg.position, dtype=np.float64),
+        "joint_vel": np.asarray(msg.velocity, dtype=np.float64),
+    }
+
+
+def _imu(msg: Imu) -> dict[str, np.ndarray]:
+    q, w = msg.orientation, msg.angular_velocity
+    return {"quaternion": np.array([q.x, q.y, q.z, q.w]), "angular_velocity": np.array([w.x, w.y, w.z])}
+
+
+# Input kinds the policy node can subscribe:
+# kind -> (message type, raw keys it provides, factory(key) -> converter)
+ADAPTERS: dict[str, tuple[type, tuple[str, ...] | None, Callable[[str], Callable]]] = {
+    "odometry": (
+        Odometry,
+        ("position", "quaternion", "velocity", "angular_velocity"),
+        lambda key: odometry_to_raw,
+    ),
+    "point": (PointStamped, None, _point),  # provides the raw key named after the topic
+    "joint_state": (JointState, ("joint_pos", "joint_vel"), lambda key: _joint_state),
+    "imu": (Imu, ("quaternion", "angular_velocity"), lambda key: _imu),
+}
+
+
+def parse_input_spec(spec: str) -> tuple[str, str, tuple[str, ...]]:
+    """'odom:odometry' -> (topic, kind, raw keys). Raises ValueError with a one-line reason."""
+    topic, sep, kind = spec.partition(":")
+    if not sep or kind not in ADAPTERS or not topic:
+        raise ValueError(f"input '{spec}' must be 'topic:kind' with kind one of {sorted(ADAPTERS)}")
+    keys = ADAPTERS[kind][1] or (topic.rstrip("/").split("/")[-1],)
+    return topic, kind, keys

@@ -1,0 +1,150 @@
+"""Policy node: runs a policy bundle on a timer at the bundle's rate and publishes the raw action.
+
+Generic over robots: the bundle's observation layout names raw-state keys, and the `inputs`
+parameter says which topics (and message kinds) provide them. It never commands a robot; the
+safety node is the only publisher of robot commands.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.node import Node
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension, MultiArrayLayout
+
+from robot_rl.deploy import BundleError, PolicyRuntime, load_bundle
+from robot_rl_ros import qos
+from robot_rl_ros.latency import LatencyStats
+from robot_rl_ros.monitor import InputMonitor
+from robot_rl_ros.msgs import ADAPTERS, parse_input_spec, stamp_to_s
+from robot_rl_ros.params import declare
+
+PARAMS = {
+    "bundle": "",
+    "inputs": ["odom:odometry", "goal:point"],
+    "goal": [0.0, 0.0, 1.0],  # used until a goal message arrives (raw key 'goal')
+    "state_max_age_s": 0.2,
+    "diagnostics_period_s": 1.0,
+}
+
+
+class PolicyNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("policy", **kwargs)
+        p = declare(self, PARAMS)
+        self.bundle = load_bundle(p["bundle"])  # BundleError names the problem in one line
+        self.runtime = PolicyRuntime(self.bundle)
+        self.raw: dict[str, np.ndarray] = {"goal": np.asarray(p["goal"], dtype=np.float64)}
+        self.monitors: dict[str, InputMonitor] = {}
+        provided = {"last_action", "goal"}
+        for spec in p["inputs"]:
+            topic, kind, keys = parse_input_spec(spec)
+            msg_type, _, factory = ADAPTERS[kind]
+            mon = InputMonitor(topic, p["state_max_age_s"])
+            # A constant goal from the parameter is always valid; goal messages only refresh it.
+            if "goal" not in keys:
+                self.monitors[topic] = mon
+            self.create_subscription(msg_type, topic, self._make_cb(mon, factory(keys[0])), qos.SENSOR)
+            provided.update(keys)
+        needed = {k for t in self.bundle.observation for k in t.inputs}
+        missing = sorted(needed - provided)
+        if missing:
+            raise BundleError(
+                f"observation needs raw state {missing} that no input provides (inputs: {p['inputs']})"
+            )
+        self.pub = self.create_publisher(Float64MultiArray, "policy/action", qos.COMMAND)
+        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS)
+        period = 1.0 / self.bundle.control_rate_hz
+        self.stats = LatencyStats(period)
+        self.skipped: dict[str, int] = {"stale": 0, "invalid": 0}
+        self.last_skip_reason = ""
+        self.published = 0
+        self._layout = [
+            MultiArrayDimension(
+                label=",".join(self.bundle.action.names), size=self.bundle.action_dim, stride=1
+            )
+        ]
+        self.timer = self.create_timer(period, self._tick)
+        self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
+        self.get_logger().info(
+            f"policy {self.bundle.robot}/{self.bundle.task} at {self.bundle.control_rate_hz} Hz, "
+            f"obs {self.bundle.obs_dim}, "
+            f"actions {self.bundle.action.names} ({self.bundle.action.mode})"
+        )
+
+    def _make_cb(self, mon: InputMonitor, convert):
+        def cb(msg) -> None:
+            now = self.get_clock().now().nanoseconds * 1e-9
+            values = convert(msg)
+            if not all(np.all(np.isfinite(v)) for v in values.values()):
+                self._skip("invalid", mon.reject_nonfinite())
+                return
+            why = mon.accept(stamp_to_s(msg.header.stamp), now)
+            if why is not None:
+                self._skip("stale", why)
+                return
+            self.raw.update(values)
+
+        return cb
+
+    def _skip(self, kind: str, reason: str) -> None:
+        self.skipped[kind] += 1
+        self.last_skip_reason = reason
+        self.get_logger().warning(reason, throttle_duration_sec=1.0)
+
+    def _tick(self) -> None:
+        t0 = self.stats.enter()
+        now = self.get_clock().now().nanoseconds * 1e-9
+        for topic, mon in self.monitors.items():
+            if not mon.fresh(now):
+                # No action rather than an action from old state: the safety node's command
+                # watchdog then takes over.
+                self._skip("stale", f"input '{topic}' stale: age {mon.age(now):.3f} s")
+                return
+        try:
+            action = self.runtime.act(self.raw)
+        except ValueError as e:
+            self._skip("invalid", str(e))
+            return
+        self.pub.publish(Float64MultiArray(data=[float(x) for x in action], layout=self._layout_msg()))
+        self.published += 1
+        self.stats.exit(t0)
+
+    def _layout_msg(self) -> MultiArrayLayout:
+        return MultiArrayLayout(dim=self._layout, data_offset=0)
+
+    def _publish_diagnostics(self) -> None:
+        s = self.stats.summary()
+        values = {
+            **{k: f"{v:.4g}" for k, v in s.items()},
+            "published": str(self.published),
+            **{f"skipped.{k}": str(v) for k, v in self.skipped.items()},
+            "last_skip": self.last_skip_reason,
+        }
+        level = (
+            DiagnosticStatus.OK
+            if not self.skipped["stale"] and not self.skipped["invalid"]
+            else DiagnosticStatus.WARN
+        )
+        st = DiagnosticStatus(
+            level=level,
+            name=f"{self.get_namespace().rstrip('/')}/policy",
+            hardware_id=self.bundle.robot,
+            message=f"p99 {s.get('latency_p99_ms', 0):.2f} ms, missed {int(s['missed_deadlines'])}",
+            values=[KeyValue(key=k, value=v) for k, v in values.items()],
+        )
+        msg = DiagnosticArray(status=[st])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.diag_pub.publish(msg)
+
+
+def main(args: list[str] | None = None) -> int:
+    from robot_rl_ros.spin import run_node
+
+    return run_node(PolicyNode, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

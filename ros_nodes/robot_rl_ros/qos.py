@@ -1,0 +1,48 @@
+"""The QoS profiles every node uses; one place so publishers and subscribers always match."""
+
+from __future__ import annotations
+
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+# Sensor streams (odometry, joint states): the newest sample is the only useful one, and a
+# retransmitted old sample is worse than none. Best effort also matches reliable publishers
+# such as Crazyswarm2's server.
+SENSOR = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1,
+    reliability=ReliabilityPolicy.BEST_EFFORT,
+    durability=DurabilityPolicy.VOLATILE,
+)
+
+# Commands (policy actions, robot setpoints): delivered, newest only. Compatible with
+# Crazyswarm2's SystemDefaultsQoS subscription on cmd_vel_legacy.
+COMMAND = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
+
+# Emergency stop and mode: latched, so a node that starts (or restarts) late still sees it.
+LATCHED = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+
+# Diagnostics: reliable with a short queue so bursts of interventions are not lost.
+DIAGNOSTICS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=20,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
+
+# /clock for lock-step simulation (rclpy's TimeSource subscribes best effort, depth 1).
+CLOCK = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)

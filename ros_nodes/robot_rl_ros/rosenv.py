@@ -1,0 +1,35 @@
+"""Environment for DDS: keep discovery on this machine and give each run its own domain."""
+
+from __future__ import annotations
+
+import os
+
+# Domain ids 0..101 are safe for any participant count with the default port mapping (ROS docs);
+# 0 is left to interactive use.
+_MAX_DOMAIN = 101
+
+
+def pick_domain_id(salt: int | None = None) -> int:
+    """A domain id in 1..101 derived from the pytest worker and the process id."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").lstrip("gw") or "0"
+    seed = (salt if salt is not None else os.getpid()) * 7 + int(worker) * 13
+    return 1 + seed % _MAX_DOMAIN
+
+
+def local_dds_env(domain_id: int | None = None, base: dict | None = None) -> dict[str, str]:
+    """A copy of the environment with DDS on loopback and the given (or a fresh) domain id."""
+    env = dict(os.environ if base is None else base)
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env["ROS_DOMAIN_ID"] = str(pick_domain_id() if domain_id is None else domain_id)
+    env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+    # Node log files go to a throwaway place instead of ~/.ros when unset.
+    env.setdefault("ROS_LOG_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), "robot_rl_ros_logs"))
+    return env
+
+
+def apply_local_dds(domain_id: int | None = None) -> int:
+    """Set the loopback DDS variables in this process (before rclpy.init); returns the domain id."""
+    env = local_dds_env(domain_id)
+    for key in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID", "RMW_IMPLEMENTATION", "ROS_LOG_DIR"):
+        os.environ[key] = env[key]
+    return int(env["ROS_DOMAIN_ID"])

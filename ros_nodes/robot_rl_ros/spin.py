@@ -1,0 +1,33 @@
+"""Start, spin and stop one node the same way for every executable."""
+
+from __future__ import annotations
+
+import sys
+
+import rclpy
+from rclpy.executors import ExternalShutdownException
+
+from robot_rl.deploy import BundleError
+
+
+def run_node(node_cls, args: list[str] | None = None) -> int:
+    rclpy.init(args=sys.argv if args is None else args)
+    node = None
+    try:
+        node = node_cls()
+        rclpy.spin(node)
+    except (BundleError, ValueError) as e:
+        # Bad bundle or bad parameter: one line, non-zero exit, no traceback.
+        print(f"{node_cls.__name__}: {e}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            close = getattr(node, "close", None)
+            if close:
+                close()
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.try_shutdown()
+    return 0

@@ -1,0 +1,30 @@
+"""ament_python package: `colcon build` on a robot, `pip install ./ros_nodes` here."""
+
+from glob import glob
+
+from setuptools import setup
+
+PACKAGE = "robot_rl_ros"
+EXECUTABLES = {
+    "policy_node": "policy_node",
+    "safety_node": "safety_node",
+    "crazyflie_bridge": "crazyflie_bridge",
+    "sim_bridge": "sim_bridge",
+}
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=[PACKAGE],
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}/launch", sorted(glob("launch/*.launch.xml"))),
+        (f"share/{PACKAGE}/config", sorted(glob("config/*.yaml"))),
+    ],
+    install_requires=["setuptools"],
+    zip_safe=True,
+    description="ROS 2 nodes for robot_rl policy bundles",
+    license="Apache-2.0",
+    entry_points={"console_scripts": [f"{exe} = {PACKAGE}.{mod}:main" for exe, mod in EXECUTABLES.items()]},
+)

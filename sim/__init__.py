@@ -1,0 +1,1 @@
+"""Simulation: physics backends, robot models, tasks, the batched env. Knows nothing of learners or ROS."""

@@ -1,0 +1,131 @@
+"""CPU backend on mujoco.batch.Batch: N worlds on a thread pool, bit-identical to a loop.
+
+State fields (qpos, qvel, act, ctrl, time, xfrc_applied) are live float64 numpy rows of the
+batch; torch.from_numpy gives tensors over the same memory, so task code reads and writes the
+simulation without copies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import mujoco
+import mujoco.batch
+import numpy as np
+import torch
+
+STATE_FIELDS = ("qpos", "qvel", "act", "ctrl", "time", "xfrc_applied", "qacc_warmstart")
+
+
+class ModelError(ValueError):
+    """An MJCF file that does not compile; the message is MuJoCo's, on one line."""
+
+
+def load_model(path: str | Path) -> mujoco.MjModel:
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"MJCF file not found: {path}")
+    try:
+        return mujoco.MjModel.from_xml_path(str(path))
+    except ValueError as e:
+        raise ModelError(f"{path.name} does not compile: {' '.join(str(e).split())}") from None
+
+
+class MujocoBatchBackend:
+    """Many worlds of one MjModel. Per-world model parameters via expand(); rendering via get_data()."""
+
+    name = "mujoco"
+
+    def __init__(self, model: mujoco.MjModel, num_worlds: int, nthread: int = 0, device: str = "cpu"):
+        if device != "cpu":
+            raise ValueError("the mujoco backend runs on the CPU; use backend=mjwarp for GPUs")
+        self.model = model
+        self.num_worlds = int(num_worlds)
+        self.batch = mujoco.batch.Batch(model, self.num_worlds, nthread=nthread)
+        self.device = torch.device("cpu")
+        self._np = {f: self.batch.bind(f) for f in STATE_FIELDS}
+        for name, arr in self._np.items():
+            setattr(self, name, torch.from_numpy(arr))  # zero-copy views
+        self._expanded: dict[str, torch.Tensor] = {}
+        self._renderer = None
+
+    # -- stepping ---------------------------------------------------------------------------
+    def step(self, nsubsteps: int = 1) -> None:
+        """Advance every world; state fields are current afterwards (derived fields are not used)."""
+        self.batch.step(nstep=nsubsteps)
+        self._check()
+
+    def _check(self) -> None:
+        if np.any(~np.isfinite(self._np["qpos"])):
+            bad = np.nonzero(~np.all(np.isfinite(self._np["qpos"]), axis=1))[0]
+            raise FloatingPointError(f"simulation diverged in worlds {bad[:8].tolist()}")
+
+    def reset(self, ids: torch.Tensor | np.ndarray) -> None:
+        """Reset the full integration state (time, act, warm start, ...) of worlds to the model defaults.
+
+        The caller then writes the new state and calls forward(ids).
+        """
+        ids = np.asarray(ids.cpu() if isinstance(ids, torch.Tensor) else ids, dtype=np.int64)
+        if ids.size:
+            self.batch.reset(ids=ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
+
+    def forward(self, ids: torch.Tensor | np.ndarray | None = None) -> None:
+        if ids is not None:
+            ids = np.asarray(ids.cpu() if isinstance(ids, torch.Tensor) else ids, dtype=np.int64)
+            if ids.size == 0:
+                return
+        self.batch.forward(ids=ids)
+
+    # -- per-world model parameters ---------------------------------------------------------
+    def expand(self, field: str) -> torch.Tensor:
+        """Writable per-world values of a model field, e.g. 'body_mass', 'actuator_dynprm'."""
+        if field not in self._expanded:
+            self._expanded[field] = torch.from_numpy(self.batch.expand(field))
+        return self._expanded[field]
+
+    def set_const(self) -> None:
+        """Recompute derived constants after changing masses or inertias."""
+        self.batch.set_const()
+
+    # -- inspection -------------------------------------------------------------------------
+    def state_hash(self) -> str:
+        """Hash of the integration state of all worlds, for determinism checks."""
+        h = hashlib.sha256()
+        for f in STATE_FIELDS:
+            h.update(np.ascontiguousarray(self._np[f]).tobytes())
+        return h.hexdigest()
+
+    def world_data(self, world: int) -> tuple[mujoco.MjModel, mujoco.MjData]:
+        """One world's model (with its randomized parameters) and forward-computed data."""
+        m = self.batch.get_model(world)
+        d = self.batch.get_data(world)
+        mujoco.mj_forward(m, d)
+        return m, d
+
+    def render(
+        self, world: int, camera: str | int = -1, width: int = 320, height: int = 240, kind: str = "rgb"
+    ) -> np.ndarray:
+        """RGB (h, w, 3) uint8, depth (h, w) metres, or segmentation (h, w) geom ids of one world."""
+        m, d = self.world_data(world)
+        if self._renderer is None or self._renderer.width != width or self._renderer.height != height:
+            if self._renderer is not None:
+                self._renderer.close()
+            self._renderer = mujoco.Renderer(m, height=height, width=width)
+        r = self._renderer
+        r.disable_depth_rendering()
+        r.disable_segmentation_rendering()
+        if kind == "depth":
+            r.enable_depth_rendering()
+        elif kind == "segmentation":
+            r.enable_segmentation_rendering()
+        elif kind != "rgb":
+            raise ValueError(f"unknown render kind '{kind}' (rgb, depth, segmentation)")
+        r.update_scene(d, camera=camera)
+        img = r.render()
+        return img[..., 0].copy() if kind == "segmentation" else img.copy()
+
+    def close(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None

@@ -1,0 +1,52 @@
+"""One simulated Crazyflie driven by commands in robot units: the plant for software-in-the-loop.
+
+The same task physics as training (firmware model, motor lag, latency), stepped one 100 Hz
+control period per call with a setpoint as cflib's send_setpoint takes it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from sim.env import BatchedEnv, EnvConfig
+from sim.tasks.crazyflie import REST_Z, CrazyflieHover
+
+
+class CrazyflieSitl:
+    def __init__(self, seed: int = 0, randomize: bool = False, goal=(0.0, 0.0, 1.0)):
+        cfg = EnvConfig(
+            num_worlds=1, seed=seed, nthread=1, episode_length_s=1e9,
+            randomization="train" if randomize else "none",
+            obs_noise=False, action_latency=randomize, pushes=False,
+        )  # fmt: skip
+        self.env = BatchedEnv(CrazyflieHover(goal=tuple(goal)), cfg)
+        self.task = self.env.task
+        self.dt = self.task.control_dt
+        self.time = 0.0
+
+    def reset(self, position=(0.0, 0.0, REST_Z)) -> None:
+        """Place the drone at rest (level, still) at position; motors idle."""
+        ids = torch.tensor([0])
+        self.env._reset_worlds(ids)
+        b = self.env.backend
+        b.qpos[0, 0:3] = torch.tensor(position, dtype=torch.float64)
+        b.qpos[0, 3:7] = torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64)
+        b.qvel[0] = 0.0
+        b.forward(ids)
+        self.time = 0.0
+
+    def step(self, cmd: np.ndarray) -> None:
+        cmd = torch.as_tensor(np.asarray(cmd, dtype=np.float64)).reshape(1, 4)
+        if not torch.all(torch.isfinite(cmd)):
+            raise ValueError("SITL command is not finite")
+        self.task.apply_command(cmd)
+        self.time += self.dt
+
+    def state(self) -> dict[str, np.ndarray]:
+        raw = self.task.raw_state(noisy=False)
+        return {k: raw[k][0].numpy().copy() for k in ("position", "velocity", "quaternion", "angular_velocity")}
+
+    @property
+    def crashed(self) -> bool:
+        return bool(self.task.crashed[0])

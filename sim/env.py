@@ -1,0 +1,120 @@
+"""The batched env: episodes, resets, time-outs and logging around a task. Satisfies rsl_rl's VecEnv.
+
+A task owns physics-specific work (state sampling, actions, observations, reward terms); the
+env owns bookkeeping that every task shares, so task files stay one readable file per family.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from tensordict import TensorDict
+
+from sim.backends import load_model, make_backend
+
+
+@dataclass
+class EnvConfig:
+    num_worlds: int = 1024
+    seed: int = 0
+    backend: str = "mujoco"
+    nthread: int = 0  # 0: all cores
+    episode_length_s: float = 8.0
+    randomization: str = "train"  # none | train | max
+    obs_noise: bool = True
+    action_latency: bool = True
+    pushes: bool = True
+
+
+class BatchedEnv:
+    """reset() / step(actions) over num_worlds worlds of one task. Actions are in policy space [-1, 1]."""
+
+    def __init__(self, task, cfg: EnvConfig):
+        if cfg.randomization not in ("none", "train", "max"):
+            raise ValueError(f"randomization must be none, train or max, not '{cfg.randomization}'")
+        if cfg.num_worlds < 1:
+            raise ValueError("num_worlds must be at least 1")
+        self.cfg = cfg
+        self.task = task
+        self.num_envs = cfg.num_worlds
+        self.num_actions = task.num_actions
+        self.device = torch.device("cpu")
+        self.rng = torch.Generator().manual_seed(cfg.seed)
+        self.backend = make_backend(cfg.backend, load_model(task.model_path), cfg.num_worlds, nthread=cfg.nthread)
+        self.max_episode_length = int(math.ceil(cfg.episode_length_s / task.control_dt))
+        self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long)
+        task.attach(self.backend, cfg, self.rng)
+        self._term_sums: dict[str, torch.Tensor] = {}
+        self.reset()
+
+    # rsl_rl VecEnv -----------------------------------------------------------------------------
+    def get_observations(self) -> TensorDict:
+        return TensorDict(self.task.observations(), batch_size=[self.num_envs])
+
+    def reset(self) -> TensorDict:
+        ids = torch.arange(self.num_envs)
+        self._reset_worlds(ids)
+        return self.get_observations()
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        actions = torch.as_tensor(actions, dtype=torch.float64).reshape(self.num_envs, self.num_actions)
+        if not torch.all(torch.isfinite(actions)):
+            raise ValueError("actions contain NaN or Inf")
+        self.task.apply_actions(actions.clamp(-1.0, 1.0))
+        self.episode_length_buf += 1
+        self.task.interval_events(self.episode_length_buf)
+
+        terms = self.task.reward_terms()
+        reward = torch.zeros(self.num_envs, dtype=torch.float64)
+        for name, value in terms.items():
+            reward += value
+            self._term_sums.setdefault(name, torch.zeros(self.num_envs, dtype=torch.float64))
+            self._term_sums[name] += value
+        terminated = self.task.terminated()
+        time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
+        dones = terminated | time_outs
+
+        extras: dict = {"time_outs": time_outs, "episode": {}}
+        done_ids = dones.nonzero().flatten()
+        if done_ids.numel():
+            extras["episode"] = self._episode_log(done_ids, terminated, time_outs)
+            extras["final"] = self.task.episode_outcome(done_ids, time_outs)
+            extras["final"]["ids"] = done_ids
+            extras["final"]["terms"] = {k: v[done_ids].clone() for k, v in self._term_sums.items()}
+            self._reset_worlds(done_ids)
+        return self.get_observations(), reward.float(), dones, extras
+
+    # helpers ------------------------------------------------------------------------------------
+    def _episode_log(self, ids: torch.Tensor, terminated: torch.Tensor, time_outs: torch.Tensor) -> dict:
+        log = {}
+        seconds = (self.episode_length_buf[ids].double() * self.task.control_dt).clamp(min=1e-6)
+        for name, sums in self._term_sums.items():
+            log[f"rew_{name}"] = (sums[ids] / seconds).mean()
+        log.update({f"metric_{k}": v.mean() for k, v in self.task.episode_outcome(ids, time_outs).items()})
+        log["terminated_frac"] = terminated[ids].double().mean()
+        return log
+
+    def _reset_worlds(self, ids: torch.Tensor) -> None:
+        self.backend.reset(ids)
+        self.task.reset_worlds(ids)
+        self.backend.forward(ids)
+        self.episode_length_buf[ids] = 0
+        for sums in self._term_sums.values():
+            sums[ids] = 0.0
+
+    def stagger_episodes(self) -> None:
+        """Spread episode ends over the horizon so resets do not arrive in waves."""
+        self.episode_length_buf[:] = torch.randint(0, self.max_episode_length, (self.num_envs,), generator=self.rng)
+
+    def state_hash(self) -> str:
+        import hashlib
+
+        h = hashlib.sha256(self.backend.state_hash().encode())
+        for t in self.task.controller_state() + [self.episode_length_buf]:
+            h.update(t.contiguous().numpy().tobytes())
+        return h.hexdigest()
+
+    def close(self) -> None:
+        self.backend.close()

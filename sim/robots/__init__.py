@@ -1,0 +1,1 @@
+"""Robot models that live outside MJCF: on-board controllers, motor curves."""

@@ -1,0 +1,418 @@
+"""Crazyflie tasks: hover at a point and fly to moving goals, in rpyt (default), ctbr or motors mode.
+
+rpyt actions go through the firmware model (sim.robots.crazyflie_firmware) at 500 Hz, so the
+policy's command means what cflib's send_setpoint means on a real drone. Observations follow
+OBS_LAYOUT, which is exported into the policy bundle; the deploy runtime rebuilds them from raw
+robot state.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from sim.observation_layout import build_observation
+from sim.robots.crazyflie_firmware import CrazyflieFirmware, quat_wxyz_to_rpy_deg
+
+MODEL_PATH = Path(__file__).resolve().parents[2] / "assets" / "crazyflie" / "crazyflie.xml"
+REST_Z = 0.0125  # body origin height when the collision box rests on the floor
+
+OBS_LAYOUT = [
+    # goal error and velocity in the body frame: tilt commands are body-frame, so this spares the
+    # network from learning the yaw rotation (it trains several times faster than world-frame inputs)
+    {
+        "name": "goal_error_body",
+        "op": "body_frame_difference",
+        "inputs": ["goal", "position", "quaternion"],
+        "dim": 3,
+        "scale": 1.0,
+        "clip": 2.0,
+    },
+    {
+        "name": "velocity_body",
+        "op": "body_frame",
+        "inputs": ["velocity", "quaternion"],
+        "dim": 3,
+        "scale": 0.5,
+        "clip": 5.0,
+    },
+    {"name": "rotation", "op": "rotmat_from_quat_xyzw", "inputs": ["quaternion"], "dim": 9, "scale": 1.0, "clip": 1.0},
+    {
+        "name": "angular_velocity",
+        "op": "identity",
+        "inputs": ["angular_velocity"],
+        "dim": 3,
+        "scale": 0.1,
+        "clip": 10.0,
+    },
+    {"name": "last_action", "op": "identity", "inputs": ["last_action"], "dim": 4, "scale": 1.0, "clip": 1.0},
+    {
+        "name": "goal_error_integral",
+        "op": "identity",
+        "inputs": ["goal_error_integral"],
+        "dim": 3,
+        "scale": 1.0,
+        "clip": 1.0,
+    },
+]
+
+# Integral action for a memoryless policy: hover thrust depends on mass and motors, which DR varies by
+# +-25%. Kept per world here and by the deploy runtime on the robot, with the same update.
+INTEGRATORS = [{"name": "goal_error_integral", "inputs": ["goal", "position"], "dim": 3, "leak_s": 10.0, "clip": 1.0}]
+
+# policy action in [-1, 1] -> command units: raw = offset + scale * a, then clipped to [low, high]
+ACTION_SPECS = {
+    "rpyt": {
+        "names": ["roll_deg", "pitch_deg", "yaw_rate_deg_s", "thrust_pwm"],
+        "offset": [0.0, 0.0, 0.0, 39000.0],  # about the nominal hover PWM
+        "scale": [30.0, 30.0, 200.0, 21000.0],
+        "low": [-30.0, -30.0, -200.0, 0.0],
+        "high": [30.0, 30.0, 200.0, 60000.0],
+    },
+    "ctbr": {  # collective thrust (N) and body rates (deg/s) through the firmware's rate loop
+        "names": ["thrust_n", "roll_rate_deg_s", "pitch_rate_deg_s", "yaw_rate_deg_s"],
+        "offset": [0.33, 0.0, 0.0, 0.0],
+        "scale": [0.27, 400.0, 400.0, 200.0],
+        "low": [0.0, -400.0, -400.0, -200.0],
+        "high": [0.6, 400.0, 400.0, 200.0],
+    },
+    "motors": {  # normalized motor thrusts; only an on-board controller can fly this
+        "names": ["m1", "m2", "m3", "m4"],
+        "offset": [0.5, 0.5, 0.5, 0.5],
+        "scale": [0.5, 0.5, 0.5, 0.5],
+        "low": [0.0, 0.0, 0.0, 0.0],
+        "high": [1.0, 1.0, 1.0, 1.0],
+    },
+}
+
+# Domain randomization ranges, as multipliers of the nominal value unless noted. "max" spans the
+# published sources (docs/crazyflie_model.md): mass 0.027..0.0325 kg and more, inertia 1.4e-5..2.6e-5,
+# max thrust 0.12..0.18 N, torque ratio 0.005..0.008 m, motor lag 30..150 ms.
+DR_LEVELS = {
+    "none": {},
+    "train": {
+        "mass": (0.9, 1.2),
+        "inertia": (0.8, 1.3),
+        "kf": (0.85, 1.2),
+        "torque_ratio": (0.005, 0.008),
+        "motor_tau": (0.03, 0.08),
+        "pid_gain": (0.85, 1.15),
+        "latency_substeps": (0, 5),
+    },
+    "max": {
+        "mass": (0.9, 1.25),
+        "inertia": (0.7, 1.5),
+        "kf": (0.8, 1.25),
+        "torque_ratio": (0.005, 0.008),
+        "motor_tau": (0.03, 0.15),
+        "pid_gain": (0.8, 1.2),
+        "latency_substeps": (0, 5),
+    },
+}
+
+OBS_NOISE_STD = {"position": 0.005, "velocity": 0.02, "quaternion": 0.005, "angular_velocity": 0.05}
+
+
+@dataclass
+class RewardWeights:
+    position: float = 1.0
+    near: float = 1.0
+    precision: float = 0.5
+    velocity: float = -0.01
+    angular_velocity: float = -0.005
+    action_rate: float = -0.05
+    tilt: float = -0.2
+    crash: float = -10.0
+
+
+@dataclass
+class CrazyflieHover:
+    action_mode: str = "rpyt"
+    goal: tuple[float, float, float] = (0.0, 0.0, 1.0)
+    start_half_extent: float = 1.0  # starts uniform in a cube of this half size around the goal
+    ground_start_prob: float = 0.25
+    max_start_tilt_deg: float = 30.0
+    max_start_speed: float = 1.0
+    success_radius: float = 0.1
+    success_hold_s: float = 2.0
+    push_interval_s: float = 3.0
+    push_speed: float = 0.3
+    rewards: RewardWeights = field(default_factory=RewardWeights)
+
+    model_path = MODEL_PATH
+    control_dt = 0.01  # 100 Hz
+    substeps = 5  # physics and firmware at 500 Hz
+    num_actions = 4
+    robot = "crazyflie_2_1"
+    name = "crazyflie_hover"
+
+    def __post_init__(self):
+        if self.action_mode not in ACTION_SPECS:
+            raise ValueError(f"unknown action_mode '{self.action_mode}' (rpyt, ctbr, motors)")
+        spec = ACTION_SPECS[self.action_mode]
+        self.act_offset = torch.tensor(spec["offset"], dtype=torch.float64)
+        self.act_scale = torch.tensor(spec["scale"], dtype=torch.float64)
+        self.act_low = torch.tensor(spec["low"], dtype=torch.float64)
+        self.act_high = torch.tensor(spec["high"], dtype=torch.float64)
+
+    # -- setup -----------------------------------------------------------------------------------
+    def attach(self, backend, cfg, rng: torch.Generator) -> None:
+        self.backend, self.cfg, self.rng = backend, cfg, rng
+        n = backend.num_worlds
+        self.n = n
+        self.dr = DR_LEVELS[cfg.randomization]
+        self.firmware = CrazyflieFirmware(n, dt=backend.model.opt.timestep)
+        self.goal_pos = torch.tensor(self.goal, dtype=torch.float64).repeat(n, 1)
+        self.action = torch.zeros(n, 4, dtype=torch.float64)  # current policy action
+        self.prev_action = torch.zeros(n, 4, dtype=torch.float64)
+        self.prev_cmd = torch.zeros(n, 4, dtype=torch.float64)  # command still in flight (latency)
+        self.latency = torch.zeros(n, dtype=torch.long)
+        self.bad_steps_since = torch.zeros(n, dtype=torch.long)  # steps since position error last >= radius
+        self.max_err = torch.zeros(n, dtype=torch.float64)
+        self.crashed = torch.zeros(n, dtype=torch.bool)
+        self.err_int = torch.zeros(n, 3, dtype=torch.float64)
+        self.last_raw: dict[str, torch.Tensor] = {}
+        m = backend.model
+        self.nominal = {
+            "mass": float(m.body_mass[1]),
+            "inertia": torch.tensor(m.body_inertia[1].copy()),
+            "tau": float(m.actuator_dynprm[0, 0]),
+            "gear_sign": torch.tensor(m.actuator_gear[:, 5].copy()).sign(),
+        }
+        if self.dr:
+            self.mass = backend.expand("body_mass")
+            self.inertia = backend.expand("body_inertia")
+            self.dynprm = backend.expand("actuator_dynprm")
+            self.gear = backend.expand("actuator_gear")
+
+    def _uniform(self, ids: torch.Tensor, lo: float, hi: float, k: int = 1) -> torch.Tensor:
+        return lo + (hi - lo) * torch.rand(len(ids), k, generator=self.rng, dtype=torch.float64)
+
+    # -- resets ----------------------------------------------------------------------------------
+    def _randomize(self, ids: torch.Tensor) -> None:
+        d = self.dr
+        if not d:
+            return
+        self.mass[ids, 1] = self.nominal["mass"] * self._uniform(ids, *d["mass"])[:, 0]
+        self.inertia[ids, 1] = self.nominal["inertia"] * self._uniform(ids, *d["inertia"])
+        self.dynprm[ids, :, 0] = self._uniform(ids, *d["motor_tau"], k=4)
+        self.gear[ids, :, 5] = self.nominal["gear_sign"] * self._uniform(ids, *d["torque_ratio"])
+        self.firmware.kf_scale[ids] = self._uniform(ids, *d["kf"])
+        self.firmware.gain_scale[ids] = self._uniform(ids, *d["pid_gain"], k=3)
+        lo, hi = d["latency_substeps"]
+        if self.cfg.action_latency:
+            self.latency[ids] = torch.randint(lo, hi + 1, (len(ids),), generator=self.rng)
+        self.backend.set_const()
+
+    def sample_goals(self, ids: torch.Tensor) -> None:
+        self.goal_pos[ids] = torch.tensor(self.goal, dtype=torch.float64)
+
+    def reset_worlds(self, ids: torch.Tensor) -> None:
+        b, k = self.backend, len(ids)
+        self._randomize(ids)
+        self.sample_goals(ids)
+        pos = self.goal_pos[ids] + self._uniform(ids, -self.start_half_extent, self.start_half_extent, 3)
+        ground = (torch.rand(k, generator=self.rng) < self.ground_start_prob) | (pos[:, 2] < REST_Z + 0.05)
+        pos[:, 2] = torch.where(ground, torch.full_like(pos[:, 2], REST_Z), pos[:, 2])
+        # tilt: random horizontal axis, angle up to the limit; yaw uniform
+        tilt = torch.deg2rad(self._uniform(ids, 0.0, self.max_start_tilt_deg))[:, 0] * (~ground)
+        axis_angle = self._uniform(ids, -math.pi, math.pi)[:, 0]
+        yaw = self._uniform(ids, -math.pi, math.pi)[:, 0]
+        q_tilt = torch.stack(
+            [torch.cos(tilt / 2), torch.sin(tilt / 2) * torch.cos(axis_angle),
+             torch.sin(tilt / 2) * torch.sin(axis_angle),
+             torch.zeros_like(tilt)], dim=1)  # fmt: skip
+        q_yaw = torch.stack(
+            [torch.cos(yaw / 2), torch.zeros_like(yaw), torch.zeros_like(yaw), torch.sin(yaw / 2)], dim=1
+        )
+        quat = quat_mul(q_tilt, q_yaw)
+        direction = torch.randn(k, 3, generator=self.rng, dtype=torch.float64)
+        direction = direction / direction.norm(dim=1, keepdim=True).clamp(min=1e-9)
+        speed = self._uniform(ids, 0.0, self.max_start_speed) * (~ground).unsqueeze(1)
+        b.qpos[ids, 0:3] = pos
+        b.qpos[ids, 3:7] = quat
+        b.qvel[ids, 0:3] = direction * speed
+        b.qvel[ids, 3:6] = 0.0
+        self.firmware.reset(ids)
+        self.action[ids] = 0.0
+        self.prev_action[ids] = 0.0
+        self.prev_cmd[ids] = 0.0  # motors idle until the first command, like a real drone on the pad
+        self.bad_steps_since[ids] = 0
+        self.max_err[ids] = 0.0
+        self.crashed[ids] = False
+        self.err_int[ids] = 0.0
+        self.pos_err = (b.qpos[:, 0:3] - self.goal_pos).norm(dim=1)
+        self._refresh_raw(ids)
+
+    # -- stepping --------------------------------------------------------------------------------
+    def command(self, a: torch.Tensor) -> torch.Tensor:
+        return torch.maximum(torch.minimum(self.act_offset + self.act_scale * a, self.act_high), self.act_low)
+
+    def apply_actions(self, actions: torch.Tensor) -> None:
+        self.prev_action = self.action
+        self.action = actions.to(torch.float64)
+        self.apply_command(self.command(self.action))
+
+    def apply_command(self, cmd: torch.Tensor) -> None:
+        """Fly one control period with a command in robot units (rpyt: send_setpoint units)."""
+        b = self.backend
+        for k in range(self.substeps):
+            # the new command reaches the drone after `latency` substeps (radio + firmware queue)
+            active = torch.where((k >= self.latency).unsqueeze(1), cmd, self.prev_cmd)
+            b.ctrl[:] = self._motor_thrust(active)
+            b.step(1)
+        self.prev_cmd = cmd
+        self._update_status()
+        self._refresh_raw(None)
+
+    def _motor_thrust(self, cmd: torch.Tensor) -> torch.Tensor:
+        b = self.backend
+        if self.action_mode == "rpyt":
+            return self.firmware.motor_thrust(cmd, b.qpos[:, 3:7], b.qvel[:, 3:6])
+        if self.action_mode == "ctbr":
+            return self.firmware.motor_thrust_ctbr(cmd, b.qvel[:, 3:6])
+        return cmd * 0.15 * self.firmware.kf_scale  # motors: fraction of the nominal max thrust per motor
+
+    def interval_events(self, step: torch.Tensor) -> None:
+        if not (self.cfg.pushes and self.dr):
+            return
+        every = int(self.push_interval_s / self.control_dt)
+        due = ((step % every) == 0).nonzero().flatten()
+        if due.numel():
+            kick = torch.randn(len(due), 3, generator=self.rng, dtype=torch.float64)
+            self.backend.qvel[due, 0:3] += self.push_speed * kick / kick.norm(dim=1, keepdim=True).clamp(min=1e-9)
+
+    def _update_status(self) -> None:
+        b = self.backend
+        err = (b.qpos[:, 0:3] - self.goal_pos).norm(dim=1)
+        self.pos_err = err
+        self.bad_steps_since = torch.where(err < self.success_radius, self.bad_steps_since + 1, 0)
+        rzz = 1 - 2 * (b.qpos[:, 4] ** 2 + b.qpos[:, 5] ** 2)
+        self.rzz = rzz
+        out = (err > 3.5) | (b.qpos[:, 2] < -0.05)
+        self.crashed = (rzz < 0.0) | out
+
+    # -- observations and rewards ----------------------------------------------------------------
+    def raw_state(self, noisy: bool, ids: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """Robot state in the units and frames a real robot reports (the bundle's raw state)."""
+        b = self.backend
+        sel = slice(None) if ids is None else ids
+        q = b.qpos[sel, 3:7]
+        raw = {
+            "position": b.qpos[sel, 0:3].clone(),
+            "velocity": b.qvel[sel, 0:3].clone(),
+            "quaternion": torch.cat([q[:, 1:4], q[:, 0:1]], dim=1),  # ROS order xyzw
+            "angular_velocity": b.qvel[sel, 3:6].clone(),
+            "goal": self.goal_pos[sel].clone(),
+            "last_action": self.action[sel].clone(),
+        }
+        if noisy:
+            for key, std in OBS_NOISE_STD.items():
+                raw[key] = raw[key] + std * torch.randn(raw[key].shape, generator=self.rng, dtype=torch.float64)
+        return raw
+
+    def _refresh_raw(self, ids: torch.Tensor | None) -> None:
+        """Once per control step (and at reset): the noisy raw state the policy sees, and the integrals
+        updated from it exactly as the deploy runtime does on the robot."""
+        raw = self.raw_state(noisy=self.cfg.obs_noise, ids=ids)
+        spec = INTEGRATORS[0]
+        sel = slice(None) if ids is None else ids
+        dt = self.control_dt
+        diff = raw[spec["inputs"][0]] - raw[spec["inputs"][1]]
+        self.err_int[sel] = (self.err_int[sel] * (1.0 - dt / spec["leak_s"]) + diff * dt).clamp(
+            -spec["clip"], spec["clip"]
+        )
+        raw[spec["name"]] = self.err_int[sel].clone()
+        if ids is None or not self.last_raw:
+            if ids is not None:  # first reset: build full-size buffers first
+                self.last_raw = self.raw_state(noisy=False)
+                self.last_raw[spec["name"]] = self.err_int.clone()
+            else:
+                self.last_raw = raw
+                return
+        for k, v in raw.items():
+            self.last_raw[k][ids] = v
+
+    def observations(self) -> dict[str, torch.Tensor]:
+        policy = build_observation(OBS_LAYOUT, self.last_raw)
+        clean_raw = self.raw_state(noisy=False)
+        clean_raw["goal_error_integral"] = self.err_int
+        clean = build_observation(OBS_LAYOUT, clean_raw)
+        privileged = [clean]
+        if self.dr:
+            privileged += [
+                (self.mass[:, 1:2] / self.nominal["mass"]).float(),
+                self.firmware.kf_scale.float(),
+                (self.dynprm[:, :, 0].mean(dim=1, keepdim=True) * 10).float(),
+                (self.latency.unsqueeze(1).double() / 5).float(),
+            ]
+        return {"policy": policy, "critic": torch.cat(privileged, dim=1)}
+
+    def reward_terms(self) -> dict[str, torch.Tensor]:
+        b, w = self.backend, self.rewards
+        d = self.pos_err
+        return {
+            # all shaping terms are positive so that ending an episode early never pays
+            "position": w.position * torch.exp(-d / 0.8),
+            "near": w.near * torch.exp(-d / 0.15),
+            "precision": w.precision * torch.exp(-((d / 0.05) ** 2)),
+            "velocity": w.velocity * (b.qvel[:, 0:3] ** 2).sum(dim=1),
+            "angular_velocity": w.angular_velocity * (b.qvel[:, 3:6] ** 2).sum(dim=1),
+            "action_rate": w.action_rate * ((self.action - self.prev_action) ** 2).sum(dim=1),
+            "tilt": w.tilt * (1 - self.rzz),
+            "crash": w.crash * self.crashed.double(),
+        }
+
+    def terminated(self) -> torch.Tensor:
+        return self.crashed.clone()
+
+    def episode_outcome(self, ids: torch.Tensor, time_outs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Success: within success_radius at every step of the last success_hold_s, no crash."""
+        hold = int(round(self.success_hold_s / self.control_dt))
+        success = time_outs[ids] & (self.bad_steps_since[ids] >= hold) & ~self.crashed[ids]
+        return {
+            "success": success.double(),
+            "crash": self.crashed[ids].double(),
+            "position_error_m": self.pos_err[ids].clone(),
+        }
+
+    def controller_state(self) -> list[torch.Tensor]:
+        return self.firmware.state() + [self.action, self.prev_cmd, self.err_int]
+
+
+@dataclass
+class CrazyflieGoto(CrazyflieHover):
+    """Fly to goals drawn anywhere in a 3 x 3 x 1.5 m volume; a new goal every goal_period_s."""
+
+    goal_period_s: float = 4.0
+    goal_low: tuple[float, float, float] = (-1.5, -1.5, 0.5)
+    goal_high: tuple[float, float, float] = (1.5, 1.5, 2.0)
+    name = "crazyflie_goto"
+
+    def sample_goals(self, ids: torch.Tensor) -> None:
+        lo = torch.tensor(self.goal_low, dtype=torch.float64)
+        hi = torch.tensor(self.goal_high, dtype=torch.float64)
+        self.goal_pos[ids] = lo + (hi - lo) * torch.rand(len(ids), 3, generator=self.rng, dtype=torch.float64)
+
+    def interval_events(self, step: torch.Tensor) -> None:
+        super().interval_events(step)
+        every = int(self.goal_period_s / self.control_dt)
+        due = ((step % every) == 0).nonzero().flatten()
+        if due.numel():
+            self.sample_goals(due)
+
+
+def quat_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    aw, ax, ay, az = a.unbind(1)
+    bw, bx, by, bz = b.unbind(1)
+    return torch.stack(
+        [aw * bw - ax * bx - ay * by - az * bz,
+         aw * bx + ax * bw + ay * bz - az * by,
+         aw * by - ax * bz + ay * bw + az * bx,
+         aw * bz + ax * by - ay * bx + az * bw], dim=1)  # fmt: skip
+
+
+__all__ = ["CrazyflieHover", "CrazyflieGoto", "OBS_LAYOUT", "INTEGRATORS", "ACTION_SPECS", "quat_wxyz_to_rpy_deg"]

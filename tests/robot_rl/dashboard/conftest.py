@@ -1,0 +1,224 @@
+"""Run directories for the dashboard tests, in the layout ``robot-rl train/eval`` writes.
+
+Until ``robot-rl train`` exists these are synthesised here, but with real artifacts: TensorBoard
+event files from torch's SummaryWriter and an H.264 (yuv420p, faststart) mp4 from ffmpeg.
+TODO: build them from real short training runs once the training CLI lands.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from robot_rl.dashboard.server import DashboardServer, make_server
+
+HTML_RUN = '<img src=x onerror="window.__pwned=1">'
+
+
+def write_png(path: Path, rgb: np.ndarray) -> None:
+    """Minimal PNG encoder (no Pillow/OpenCV needed for a test image)."""
+    h, w, _ = rgb.shape
+    raw = b"".join(b"\x00" + rgb[y].astype(np.uint8).tobytes() for y in range(h))
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+    png += chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    path.write_bytes(png)
+
+
+def write_video(path: Path, seconds: float = 2.0, fps: int = 20, size: tuple[int, int] = (160, 120)) -> None:
+    """H.264 yuv420p mp4 with the moov atom up front (what browsers stream)."""
+    import imageio_ffmpeg
+
+    w, h = size
+    writer = imageio_ffmpeg.write_frames(
+        str(path),
+        size,
+        fps=fps,
+        codec="libx264",
+        pix_fmt_in="rgb24",
+        pix_fmt_out="yuv420p",
+        macro_block_size=8,
+        output_params=["-movflags", "+faststart"],
+        ffmpeg_log_level="error",
+    )
+    writer.send(None)
+    for i in range(int(seconds * fps)):
+        frame = np.zeros((h, w, 3), np.uint8)
+        frame[:, :] = (30, 40, 60)
+        x = int((w - 20) * i / (seconds * fps))
+        frame[h // 2 - 10 : h // 2 + 10, x : x + 20] = (250, 200, 40)  # a moving "drone"
+        writer.send(frame)
+    writer.close()
+
+
+def write_tb(tb_dir: Path, steps: int, terms: dict[str, float], seed: int) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    rng = np.random.default_rng(seed)
+    writer = SummaryWriter(log_dir=str(tb_dir))
+    for it in range(steps):
+        writer.add_scalar("Train/mean_reward", float(it * 0.5 + rng.normal()), it)
+        writer.add_scalar("Loss/value_function", float(2.0 / (1 + it) + 0.01 * rng.random()), it)
+        for term, v in terms.items():
+            writer.add_scalar(f"Episode/rew_{term}", float(v * (it + 1) / steps), it)
+    writer.add_scalar("Eval/success_rate", 0.8, steps)
+    writer.close()
+
+
+def make_run(
+    root: Path,
+    name: str,
+    *,
+    task: str,
+    reward: str,
+    guidance: str,
+    seed: int,
+    success: float,
+    video: Path | None = None,
+    guidance_files: bool = False,
+    finished: bool = True,
+    episodes: int = 20,
+) -> Path:
+    run = root / name
+    (run / "eval").mkdir(parents=True)
+    config = (
+        f"task:\n  name: {task}\n  num_envs: 64\nalgo:\n  name: ppo\n  learning_rate: {3e-4 * seed}\n"
+        f"reward:\n  name: {reward}\nguidance:\n  name: {guidance}\nseed: {seed}\nbackend: mujoco\n"
+    )
+    (run / "config.yaml").write_text(config)
+    meta = {
+        "run_name": name,
+        "task": task,
+        "algo": "ppo",
+        "reward": reward,
+        "guidance": guidance,
+        "seed": seed,
+        "git_revision": "abc1234",
+        "versions": {"torch": "2.13.0", "mujoco": "4.0.0"},
+        "started_at": "2026-01-01T00:00:00Z",
+        "status": "finished" if finished else "running",
+        "train_wall_time_s": 42.0,
+    }
+    if finished:
+        meta["finished_at"] = "2026-01-01T00:10:00Z"
+    (run / "meta.json").write_text(json.dumps(meta))
+    terms = {"position": 1.5, "orientation": 0.4, "action_rate": -0.2}
+    write_tb(run / "tb", 30, terms, seed)
+    if finished:
+        rng = np.random.default_rng(seed)
+        per = [
+            {
+                "episode": i,
+                "success": bool(rng.random() < success),
+                "return": float(rng.normal(10, 2)),
+                "position_error_m": float(abs(rng.normal(0.05, 0.02))),
+                "crashed": False,
+            }
+            for i in range(episodes)
+        ]
+        k = sum(e["success"] for e in per)
+        ev = {
+            "name": "final",
+            "task": task,
+            "episodes": episodes,
+            "randomization": "train",
+            "seed": 1000 + seed,
+            "metrics": {"success_rate": k / episodes, "position_error_m": 0.05, "crash_rate": 0.0},
+            "reward_terms": terms,
+            "per_episode": per,
+        }
+        (run / "eval" / "final.json").write_text(json.dumps(ev))
+    if video is not None:
+        (run / "videos").mkdir()
+        (run / "videos" / "rollout.mp4").write_bytes(video.read_bytes())
+    if guidance_files:
+        (run / "guidance").mkdir()
+        img = np.full((64, 96, 3), 200, np.uint8)
+        img[20:30, 40:50] = (255, 0, 0)
+        write_png(run / "guidance" / "keypoints_prompt.png", img)
+        plan = {
+            "subgoals": [{"description": "reach above <b>cube</b>"}, {"description": "grasp"}],
+            "verification": {"attempts": 12, "verified_subgoals": 2, "success_rate": 0.75},
+        }
+        (run / "guidance" / "plan.json").write_text(json.dumps(plan))
+    return run
+
+
+@pytest.fixture(scope="session")
+def video_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("video") / "rollout.mp4"
+    write_video(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def runs_root(tmp_path_factory: pytest.TempPathFactory, video_file: Path) -> Path:
+    root = tmp_path_factory.mktemp("runs")
+    make_run(
+        root,
+        "hover_ppo_s1",
+        task="crazyflie_hover",
+        reward="dense",
+        guidance="none",
+        seed=1,
+        success=0.9,
+        video=video_file,
+    )
+    make_run(
+        root, "hover_ppo_s2", task="crazyflie_hover", reward="dense", guidance="none", seed=2, success=0.7
+    )
+    make_run(
+        root,
+        "lift_vlm_s1",
+        task="franka_lift",
+        reward="keypoint",
+        guidance="vlm_keypoints",
+        seed=1,
+        success=0.5,
+        video=video_file,
+        guidance_files=True,
+    )
+    make_run(root, HTML_RUN, task="crazyflie_hover", reward="sparse", guidance="none", seed=3, success=0.2)
+    # A live run: no evaluation, meta says running, the newest event file is cut mid-record.
+    live = make_run(
+        root,
+        "hover_live",
+        task="crazyflie_hover",
+        reward="dense",
+        guidance="llm_plan",
+        seed=4,
+        success=0.0,
+        finished=False,
+    )
+    ev_file = next((live / "tb").glob("*tfevents*"))
+    data = ev_file.read_bytes()
+    ev_file.write_bytes(data[: len(data) - 7])
+    (live / "eval" / "partial.json").write_text('{"name": "partial", "metrics": {"succ')
+    # A symlink leading out of the runs root, which must never be served.
+    secret = root.parent / "secret.txt"
+    secret.write_text("top secret")
+    (root / "hover_ppo_s1" / "videos" / "escape.mp4").symlink_to(secret)
+    return root
+
+
+@pytest.fixture()
+def server(runs_root: Path, tmp_path: Path) -> Iterator[DashboardServer]:
+    srv = make_server(runs_root, port=0, store=str(tmp_path / "store.sqlite"), rescan_interval_s=0)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread.start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=5)

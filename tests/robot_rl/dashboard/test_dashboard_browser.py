@@ -1,0 +1,166 @@
+"""The dashboard in a real browser: Debian's headless Chromium driven by Playwright.
+
+Never downloads a browser (no ``playwright install``): it uses /usr/bin/chromium, and skips if
+that or the playwright package is missing. A screenshot lands in test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from robot_rl.dashboard.server import DashboardServer
+
+CHROMIUM = os.environ.get("ROBOT_RL_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts"
+HTML_RUN = '<img src=x onerror="window.__pwned=1">'  # same as conftest.HTML_RUN
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--autoplay-policy=no-user-gesture-required",
+]
+
+sync_api = pytest.importorskip("playwright.sync_api")
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture()
+def page(browser: Any, server: DashboardServer) -> Iterator[Any]:
+    # bypass_csp: Playwright's waits evaluate strings, which the page's CSP forbids. It also makes
+    # the escaping test stricter: markup must stay inert without the CSP's help.
+    context = browser.new_context(viewport={"width": 1280, "height": 1000}, bypass_csp=True)
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    # The page must never reach beyond the dashboard (no CDN): anything else is aborted and fails.
+    offsite: list[str] = []
+
+    def guard(route: Any) -> None:
+        if route.request.url.startswith(server.url):
+            route.continue_()
+        else:
+            offsite.append(route.request.url)
+            route.abort()
+
+    pg.route("**/*", guard)
+    pg.errors = errors
+    yield pg
+    context.close()
+    assert not offsite, offsite
+    assert not errors, errors
+
+
+def test_leaderboard_filter_run_page_video(page: Any, server: DashboardServer) -> None:
+    page.goto(server.url)
+    page.wait_for_selector("#runs tbody tr.run-row")
+    names = page.locator("#runs a.run-link").all_inner_texts()
+    assert {"hover_ppo_s1", "hover_ppo_s2", "lift_vlm_s1", "hover_live"} <= set(names)
+    assert page.locator("table.groups").count() == 2  # one leaderboard per task
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dashboard_leaderboard.png"), full_page=True)
+
+    page.select_option("#filter-task", "franka_lift")
+    page.wait_for_function("document.querySelectorAll('#runs tbody tr.run-row').length === 1")
+    assert page.locator("#runs a.run-link").all_inner_texts() == ["lift_vlm_s1"]
+
+    page.click("text=lift_vlm_s1")
+    page.wait_for_selector("#curves svg.plot polyline")
+    assert page.locator("#curves figure.curve").count() >= 3
+    points = page.locator("#curves figure[data-tag='Train/mean_reward'] polyline").get_attribute("points")
+    assert points and len(points.split()) >= 20
+    assert page.locator("#reward-terms svg rect").count() == 3
+    assert page.locator("#plan .plan-steps li").first.inner_text() == "reach above <b>cube</b>"
+    page.wait_for_function("document.querySelector('#keypoints img').naturalWidth > 0")
+
+    video = page.locator("#videos video").first
+    video.wait_for()
+    result = page.evaluate(
+        """async () => {
+            const v = document.querySelector('#videos video');
+            let errored = false;
+            v.addEventListener('error', () => { errored = true; });
+            v.muted = true;
+            if (v.readyState < 1) await new Promise((ok, bad) => {
+                v.addEventListener('loadedmetadata', ok, { once: true });
+                v.addEventListener('error', () => bad(new Error('video error ' + (v.error && v.error.code))),
+                                   { once: true });
+            });
+            const t0 = v.currentTime;
+            await v.play();
+            await new Promise((ok) => setTimeout(ok, 1200));
+            v.pause();
+            return { width: v.videoWidth, t0, t1: v.currentTime, errored, code: v.error && v.error.code };
+        }"""
+    )
+    assert result["width"] > 0, result
+    assert result["t1"] - result["t0"] >= 0.5, result
+    assert not result["errored"] and result["code"] is None, result
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dashboard_run_page.png"), full_page=True)
+
+
+def test_html_run_name_is_escaped(page: Any, server: DashboardServer) -> None:
+    page.goto(server.url)
+    page.wait_for_selector("#runs tbody tr.run-row")
+    assert HTML_RUN in page.locator("#runs a.run-link").all_inner_texts()
+    page.goto(server.url + "#/run/" + quote(HTML_RUN, safe=""))
+    page.wait_for_selector("#run-name")
+    assert page.locator("#run-name").inner_text() == HTML_RUN
+    page.wait_for_timeout(300)
+    assert page.evaluate("window.__pwned === undefined")
+    assert "null" not in page.locator("main").inner_text().split()
+    assert page.locator("main img[src='x']").count() == 0
+
+
+def test_live_run_and_compare(page: Any, server: DashboardServer) -> None:
+    page.goto(server.url + "#/run/hover_live")
+    page.wait_for_selector("#curves svg.plot polyline")  # truncated event file still plots
+    assert "Not evaluated yet." in page.locator("main").inner_text()
+    page.goto(server.url)
+    page.wait_for_selector("#runs tbody tr.run-row")
+    page.check("tr[data-run='hover_ppo_s1'] input[type=checkbox]")
+    page.check("tr[data-run='hover_ppo_s2'] input[type=checkbox]")
+    page.click("#compare")
+    page.wait_for_selector("#compare-table")
+    assert page.locator("figure.curve polyline").count() >= 2
+    assert "algo.learning_rate" in page.locator("main").inner_text()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dashboard_compare.png"), full_page=True)
+
+
+def test_empty_store_page(browser: Any, tmp_path: Path) -> None:
+    import threading
+
+    from robot_rl.dashboard.server import make_server
+
+    srv = make_server(tmp_path, port=0, rescan_interval_s=0)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        context = browser.new_context()
+        pg = context.new_page()
+        pg.goto(srv.url)
+        pg.wait_for_selector("#empty")
+        assert "No runs in the store yet" in pg.locator("#empty").inner_text()
+        context.close()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(5)

@@ -1,0 +1,224 @@
+"""Evaluation store: schema/migrations, recording, indexing run directories, concurrency."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from robot_rl.store import (
+    SCHEMA_VERSION,
+    Store,
+    StoreError,
+    index_run,
+    index_runs_root,
+    mean_ci95,
+    open_store,
+    wilson_ci95,
+)
+from robot_rl.store import schema as schema_mod
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def evaluation(name: str, n: int, k: int, **extra: object) -> dict:
+    return {
+        "name": name, "task": "crazyflie_hover", "episodes": n, "randomization": "train", "seed": 7,
+        "metrics": {"success_rate": k / n, "position_error_m": 0.04, "crash_rate": 0.0, "extra": 1.5},
+        "reward_terms": {"position": 1.0, "action_rate": -0.1},
+        "per_episode": [
+            {"episode": i, "success": i < k, "return": float(i), "position_error_m": 0.01, "crashed": False,
+             "note": "x"}
+            for i in range(n)
+        ],
+        **extra,
+    }
+
+
+def write_run(root: Path, name: str, *, seed: int = 1, success: float = 0.5, evaluated: bool = True) -> Path:
+    run = root / name
+    (run / "eval").mkdir(parents=True)
+    (run / "videos").mkdir()
+    (run / "config.yaml").write_text(f"task:\n  name: crazyflie_hover\nalgo:\n  name: ppo\nseed: {seed}\n")
+    meta = {"run_name": name, "task": "crazyflie_hover", "algo": "ppo", "reward": "dense", "guidance": "none",
+            "seed": seed, "git_revision": "deadbeef", "versions": {"torch": "2.13.0"}, "status": "finished",
+            "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T01:00:00Z",
+            "train_wall_time_s": 12.5}
+    (run / "meta.json").write_text(json.dumps(meta))
+    if evaluated:
+        (run / "eval" / "final.json").write_text(json.dumps(evaluation("final", 10, int(success * 10))))
+    (run / "videos" / "a.mp4").write_bytes(b"\x00" * 10)
+    return run
+
+
+def test_schema_wal_and_default_location(tmp_path: Path) -> None:
+    store = open_store(runs_root=tmp_path)
+    assert store.path == tmp_path / "eval_store.sqlite"
+    assert store.schema_version() == SCHEMA_VERSION
+    conn = sqlite3.connect(store.path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+    store.close()
+    # Reopening an up-to-date store changes nothing.
+    assert open_store(runs_root=tmp_path).schema_version() == SCHEMA_VERSION
+
+
+def test_migration_applies_once_and_refuses_newer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "s.sqlite"
+    Store(path).close()
+    extra = ["ALTER TABLE runs ADD COLUMN notes TEXT"]
+    monkeypatch.setattr(schema_mod, "MIGRATIONS", [*schema_mod.MIGRATIONS, extra])
+    store = Store(path)
+    assert store.schema_version() == SCHEMA_VERSION + 1
+    store.record_run("r")
+    assert "notes" in store.query("SELECT * FROM runs")[0]
+    store.close()
+    Store(path).close()  # second open must not re-run the ALTER (it would fail)
+    monkeypatch.setattr(schema_mod, "MIGRATIONS", schema_mod.MIGRATIONS[:1])
+    with pytest.raises(StoreError, match="newer"):
+        Store(path)
+
+
+def test_record_run_and_evaluation(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    store.record_run("r1", task="crazyflie_hover", algo={"name": "ppo"}, seed="3", versions={"torch": "2"})
+    store.record_run("r1", status="finished")  # partial update keeps earlier fields
+    store.record_evaluation("r1", evaluation("final", 20, 15))
+    store.record_evaluation("r1", evaluation("final", 10, 5))  # re-recording replaces episodes
+    run = store.get_run("r1")
+    assert run["task"] == "crazyflie_hover" and run["algo"] == "ppo" and run["seed"] == 3
+    assert run["status"] == "finished" and run["versions"] == {"torch": "2"}
+    (ev,) = run["evaluations"]
+    assert ev["episodes"] == 10 and ev["success_rate"] == 0.5
+    lo, hi = wilson_ci95(5, 10)
+    assert ev["success_lo"] == pytest.approx(lo) and ev["success_hi"] == pytest.approx(hi)
+    assert ev["metrics"]["extra"] == 1.5 and ev["reward_terms"]["position"] == 1.0
+    eps = store.episodes("r1", "final")
+    assert len(eps) == 10 and eps[0]["note"] == "x" and eps[0]["success"] is True
+    # An evaluation for a run the store has not seen yet creates the run.
+    store.record_evaluation("unknown", {"name": "e", "metrics": {"success_rate": float("nan")}})
+    assert store.get_run("unknown")["evaluations"][0]["success_rate"] is None
+    store.close()
+
+
+def test_leaderboard_ci_across_seeds(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    for seed, k in ((1, 8), (2, 6), (3, 7)):
+        store.record_run(f"hover_s{seed}", task="hover", algo="ppo", reward="dense", guidance="none",
+                         seed=seed)
+        store.record_evaluation(f"hover_s{seed}", evaluation("final", 10, k))
+    store.record_run("lift", task="lift", algo="ppo", reward="kp", guidance="vlm", seed=1)
+    store.record_evaluation("lift", evaluation("final", 10, 2, randomization="none"))
+    store.record_run("pending", task="hover", algo="ppo", reward="dense", guidance="none", seed=9)
+    board = store.leaderboard()
+    hover = next(t for t in board["tasks"] if t["task"] == "hover")["groups"][0]
+    mean, lo, hi = mean_ci95([0.8, 0.6, 0.7])
+    assert hover["n_seeds"] == 3 and hover["success_mean"] == pytest.approx(mean)
+    assert (hover["success_lo"], hover["success_hi"]) == (pytest.approx(lo), pytest.approx(hi))
+    assert len(board["runs"]) == 5
+    assert board["facets"]["task"] == ["hover", "lift"]
+    assert [r["name"] for r in store.leaderboard(guidance="vlm")["runs"]] == ["lift"]
+    assert [t["task"] for t in store.leaderboard(randomization="none")["tasks"]] == ["lift"]
+    store.close()
+
+
+def test_index_run_idempotent_and_tolerant(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    root.mkdir()
+    write_run(root, "a", seed=1, success=0.6)
+    write_run(root, "b", seed=2, evaluated=False)
+    (root / "b" / "meta.json").write_text('{"run_name": "b", "status": "runn')  # half-written
+    (root / "b" / "eval" / "partial.json").write_text('{"name": "partial", "metr')
+    (root / "not_a_run").mkdir()
+    store = open_store(runs_root=root)
+    assert sorted(index_runs_root(store, root)) == ["a", "b"]
+    first = store.counts()
+    assert first == {"runs": 2, "evaluations": 1, "episodes": 10, "artifacts": 2}
+    assert sorted(index_runs_root(store, root)) == ["a", "b"]
+    assert index_run(store, root / "a", force=True) == "a"
+    assert store.counts() == first
+    b = store.get_run("b")
+    assert b["status"] == "running" and b["task"] == "crazyflie_hover"  # from config.yaml
+    # The writer finishes: the next pass picks the now-complete files up.
+    (root / "b" / "eval" / "partial.json").write_text(json.dumps(evaluation("partial", 4, 4)))
+    (root / "b" / "meta.json").write_text(json.dumps({"run_name": "b", "status": "finished", "seed": 2}))
+    index_runs_root(store, root)
+    b = store.get_run("b")
+    assert b["status"] == "finished" and b["evaluations"][0]["success_rate"] == 1.0
+    a = store.get_run("a")
+    assert a["git_revision"] == "deadbeef" and a["train_wall_time_s"] == 12.5
+    assert a["artifacts"][0]["relpath"] == "videos/a.mp4" and a["config_yaml"].startswith("task:")
+    store.close()
+
+
+def test_index_skips_symlinks_out_of_root(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    root.mkdir()
+    outside = write_run(tmp_path, "outside")
+    (root / "linked").symlink_to(outside, target_is_directory=True)
+    run = write_run(root, "a")
+    (run / "videos" / "evil.mp4").symlink_to(tmp_path / "outside" / "videos" / "a.mp4")
+    store = open_store(runs_root=root)
+    assert index_runs_root(store, root) == ["a"]
+    assert [x["relpath"] for x in store.get_run("a")["artifacts"]] == ["videos/a.mp4"]
+    store.close()
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from robot_rl.store import Store
+    path, tag, n, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    store = Store(path)
+    time.sleep(max(0.0, start - time.time()))  # both writers begin together
+    for i in range(n):
+        store.record_evaluation(f"run_{tag}_{i % 5}", {
+            "name": f"eval_{i}", "episodes": 20, "metrics": {"success_rate": 0.5},
+            "per_episode": [{"episode": j, "success": j % 2 == 0, "return": 1.0} for j in range(20)],
+        })
+        time.sleep(0.003)  # real writers pause between evaluations; lets the lock change hands
+    store.close()
+    """
+)
+
+
+def test_two_processes_writing_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite"
+    Store(path).close()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    n = 200
+    start = str(time.time() + 2.0)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(path), tag, str(n), start], env=env, stderr=subprocess.PIPE
+        )
+        for tag in ("a", "b")
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err.decode()
+    store = Store(path)
+    assert store.counts() == {"runs": 10, "evaluations": 2 * n, "episodes": 2 * n * 20, "artifacts": 0}
+    # The writes really interleaved (otherwise this test would prove nothing about locking).
+    order = [r["name"][4] for r in store.query("SELECT r.name FROM evaluations e JOIN runs r"
+                                               " ON r.id = e.run_id ORDER BY e.id")]
+    assert sum(a != b for a, b in zip(order, order[1:], strict=False)) >= 2, order
+    store.close()
+
+
+def test_sqlalchemy_url(tmp_path: Path) -> None:
+    pytest.importorskip("sqlalchemy")
+    store = open_store(f"sqlite:///{tmp_path / 'sa.sqlite'}")
+    assert store.dialect == "sqlite" and store.schema_version() == SCHEMA_VERSION
+    store.record_run("r", task="t", seed=1)
+    store.record_evaluation("r", evaluation("e", 4, 2))
+    assert store.leaderboard()["tasks"][0]["groups"][0]["success_mean"] == 0.5
+    assert len(store.episodes("r", "e")) == 4
+    store.close()
