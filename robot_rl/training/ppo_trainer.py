@@ -8,6 +8,7 @@ that checkpoints are atomic and carry RNG streams, and so progress shows return 
 from __future__ import annotations
 
 import copy
+import os
 import random
 import time
 from pathlib import Path
@@ -85,6 +86,7 @@ class PPOTrainer:
         self.iteration = 0  # iterations completed
         self.total_steps = 0
         self.train_time_s = 0.0
+        self.update_threads = max(1, os.cpu_count() or 1)
 
     # -- checkpoints ------------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -144,7 +146,11 @@ class PPOTrainer:
                         ep_logs.append(extras["episode"])
                 alg.compute_returns(obs)
             collect = time.perf_counter() - t0
+            # the simulator's thread pool is idle during the update: let torch use every core
+            rollout_threads = torch.get_num_threads()
+            torch.set_num_threads(self.update_threads)
             losses = alg.update()
+            torch.set_num_threads(rollout_threads)
             dt = time.perf_counter() - t0
             self.iteration = it + 1
             self.total_steps += steps_per_iter * env.num_envs
