@@ -246,11 +246,11 @@ def cmd_sitl(args: list[str]) -> dict:
     opts, _ = _split(args, ("bundle", "seconds", "ros", "out"))
     if "bundle" not in opts:
         raise ConfigError("sitl needs bundle=<bundle directory>")
-    return fly_sitl(Path(opts["bundle"]), float(opts.get("seconds", 8.0)), opts.get("ros", "auto"),
+    return fly_sitl(Path(opts["bundle"]), float(opts.get("seconds", 10.0)), opts.get("ros", "auto"),
                     Path(opts["out"]) if "out" in opts else None)  # fmt: skip
 
 
-def fly_sitl(bundle_dir: Path, seconds: float = 8.0, ros: str = "auto", out: Path | None = None) -> dict:
+def fly_sitl(bundle_dir: Path, seconds: float = 10.0, ros: str = "auto", out: Path | None = None) -> dict:
     """Fly a bundle from the floor to its goal: through the ROS 2 nodes when rclpy is here, else in-process."""
     from robot_rl.deploy import load_bundle
 
@@ -263,12 +263,15 @@ def fly_sitl(bundle_dir: Path, seconds: float = 8.0, ros: str = "auto", out: Pat
             if ros == "true":
                 raise ConfigError(f"ros=true but the ROS 2 package is not importable: {e}") from None
         else:
-            result = dict(fly(str(bundle_dir), seconds, (0.0, 0.0, 1.0)))
-            result["transport"] = "ros2"
+            result = dict(fly(str(bundle_dir), seconds, (0.0, 0.0, 1.0), lockstep=True))
+            result.update(transport="ros2 (policy, safety and sim-bridge nodes over DDS)",
+                          final_position_error_m=result["final_error_m"],
+                          crashed=result["mode"] != "ACTIVE")  # fmt: skip
     if result is None:
         result = _fly_in_process(bundle_dir, seconds)
-    print(f"sitl ({result['transport']}): {seconds:.0f} s flight, final position error "
-          f"{result['final_position_error_m'] * 100:.1f} cm, crashed={result.get('crashed', False)}")  # fmt: skip
+    extra = f", safety mode {result['mode']}, {result['commands']} commands" if "mode" in result else ""
+    print(f"sitl ({result['transport']}): {seconds:.0f} s flight from the floor, final position error "
+          f"{result['final_position_error_m'] * 100:.1f} cm{extra}")  # fmt: skip
     if out is not None:
         write_json_atomic(out, result)
     return result
@@ -288,7 +291,7 @@ def _fly_in_process(bundle_dir: Path, seconds: float) -> dict:
         raw["goal"] = goal
         sim.step(runtime.act(raw))
         errors.append(float(np.linalg.norm(sim.state()["position"] - goal)))
-    return {"transport": "in-process", "final_position_error_m": errors[-1], "crashed": sim.crashed,
+    return {"transport": "in-process deploy runtime", "final_position_error_m": errors[-1], "crashed": sim.crashed,
             "max_error_last_2s_m": max(errors[-200:])}  # fmt: skip
 
 

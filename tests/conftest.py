@@ -30,3 +30,22 @@ def tiny_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def hover_bundle(tiny_run) -> Path:
     return tiny_run / "bundle"
+
+
+@pytest.fixture(scope="session")
+def trained_bundle(tmp_path_factory) -> Path:
+    """The committed hover policy (tests/data/crazyflie_hover_ppo) exported by today's code."""
+    import shutil
+
+    from omegaconf import OmegaConf
+
+    from robot_rl.commands import _load_actor
+    from robot_rl.export.bundle_export import export_bundle
+
+    data = Path(__file__).parent / "data" / "crazyflie_hover_ppo"
+    run = tmp_path_factory.mktemp("trained") / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    shutil.copy(data / "config.yaml", run / "config.yaml")
+    shutil.copy(data / "model.pt", run / "checkpoints" / "model_300.pt")
+    actor, env = _load_actor(OmegaConf.load(run / "config.yaml"), run)
+    return export_bundle(actor, env.task, run / "bundle", {"run": "tests/data/crazyflie_hover_ppo"}).path

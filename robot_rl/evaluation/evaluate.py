@@ -96,3 +96,17 @@ def evaluate(env, policy: Policy, progress: bool = True, record_obs: int = 0) ->
     if record_obs:
         summary["recorded_obs"] = torch.cat(recorded).numpy()
     return summary
+
+
+def pipe_policy(proc) -> Policy:
+    """Actions from a `python -m robot_rl.deploy.pipe_server` subprocess (e.g. in a base-install venv)."""
+    from robot_rl.deploy.pipe_server import read_frame, write_frame
+
+    def act(env) -> torch.Tensor:
+        write_frame(proc.stdin, {k: v.numpy() for k, v in env.task.last_raw.items()})
+        reply = read_frame(proc.stdout)
+        if reply is None or "error" in reply:
+            raise RuntimeError(f"deploy runtime failed: {None if reply is None else reply['error']}")
+        return torch.from_numpy(reply["policy_action"])
+
+    return act

@@ -43,8 +43,8 @@ def record(env, policy, path: Path, seconds: float, camera: str, width: int, hei
     for k in range(steps):
         if k % every == 0:
             frames.append(env.backend.render(0, camera=camera, width=width, height=height))
+        errors.append(float(env.task.pos_err[0]))  # before the step: a time-out resets the world
         _, _, dones, _ = env.step(policy(env))
-        errors.append(float(env.task.pos_err[0]))
         if bool(dones[0]):
             break
     write_mp4(frames, path, fps=int(round(1.0 / (every * env.task.control_dt))))

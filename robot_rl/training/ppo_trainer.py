@@ -83,10 +83,19 @@ class PPOTrainer:
         self.run_dir = Path(run_dir) if run_dir else None
         self.writer = writer
         self.alg: PPO = PPO.construct_algorithm(env.get_observations(), env, copy.deepcopy(self.cfg), "cpu")
+        self._shrink_output_layer()
         self.iteration = 0  # iterations completed
         self.total_steps = 0
         self.train_time_s = 0.0
         self.update_threads = max(1, os.cpu_count() or 1)
+
+    def _shrink_output_layer(self) -> None:
+        """Start from near-zero mean actions: for a drone that is the nominal hover command, so
+        early episodes explore around hovering instead of flying off under a random bias."""
+        last = [m for m in self.alg.actor.mlp.modules() if isinstance(m, torch.nn.Linear)][-1]
+        with torch.no_grad():
+            last.weight.mul_(0.01)
+            last.bias.zero_()
 
     # -- checkpoints ------------------------------------------------------------------------------
     def state_dict(self) -> dict:

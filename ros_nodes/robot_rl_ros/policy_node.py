@@ -38,7 +38,8 @@ class PolicyNode(Node):
         self.runtime = PolicyRuntime(self.bundle)
         self.raw: dict[str, np.ndarray] = {"goal": np.asarray(p["goal"], dtype=np.float64)}
         self.monitors: dict[str, InputMonitor] = {}
-        provided = {"last_action", "goal"}
+        # the runtime itself keeps the last action and the bundle's integral terms
+        provided = {"last_action", "goal"} | {i.name for i in self.bundle.integrators}
         for spec in p["inputs"]:
             topic, kind, keys = parse_input_spec(spec)
             msg_type, _, factory = ADAPTERS[kind]

@@ -11,7 +11,7 @@ SUPPORTED_SCHEMA = 1
 
 @dataclass(frozen=True)
 class RobotSpec:
-    robot: str = "crazyflie"
+    robot: str = "crazyflie_2_1"
     action_mode: str = "rpyt"
     action_dim: int = 4
     min_rate_hz: float = 10.0  # the firmware watchdog needs setpoints at 10 Hz at least

@@ -28,7 +28,7 @@ from robot_rl_ros.supervisor import Mode, SafetySupervisor, SupervisorConfig
 _L = DroneLimits()
 PARAMS = {
     "bundle": "",
-    "robot": "crazyflie",
+    "robot": "crazyflie_2_1",
     "action_mode": "rpyt",
     "action_dim": 4,
     "auto_arm": True,

@@ -21,7 +21,7 @@ DOMAIN_ID = apply_local_dds()
 HOVER_PWM = 38000.0
 
 
-def write_pd_bundle(path: Path, rate_hz: float = 100.0, robot: str = "crazyflie", mode: str = "rpyt") -> Path:
+def write_pd_bundle(path: Path, rate_hz: float = 100.0, robot: str = "crazyflie_2_1", mode: str = "rpyt") -> Path:
     """A real bundle (ONNX + policy.yaml) whose network is a linear PD hover controller.
 
     It is test data, not a stand-in for our code: the runtime, nodes and safety layer treat it

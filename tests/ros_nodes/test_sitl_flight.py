@@ -1,28 +1,22 @@
 """SITL flights: sim bridge, policy and safety nodes as separate processes over DDS.
 
-Needs the simulator (`sim.crazyflie_sitl`). The bundle is ROBOT_RL_HOVER_BUNDLE when set (one
-exported by the training pipeline), else the PD test bundle.
+The bundle is ROBOT_RL_HOVER_BUNDLE when set, else the committed trained hover policy
+(tests/data/crazyflie_hover_ppo) exported by the training pipeline's export code.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import numpy as np
 import pytest
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("sim.crazyflie_sitl") is None, reason="sim.crazyflie_sitl not present yet"
-    ),
-]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def bundle(pd_bundle):
-    return os.environ.get("ROBOT_RL_HOVER_BUNDLE") or str(pd_bundle)
+def bundle(trained_bundle):
+    return os.environ.get("ROBOT_RL_HOVER_BUNDLE") or str(trained_bundle)
 
 
 @pytest.mark.parametrize("lockstep,tol", [(True, 0.1), (False, 0.15)])

@@ -1,8 +1,8 @@
 """Run directories for the dashboard tests, in the layout ``robot-rl train/eval`` writes.
 
-Until ``robot-rl train`` exists these are synthesised here, but with real artifacts: TensorBoard
-event files from torch's SummaryWriter and an H.264 (yuv420p, faststart) mp4 from ffmpeg.
-TODO: build them from real short training runs once the training CLI lands.
+Most are synthesised here (many tasks, guidance artifacts, HTML names, a live half-written run)
+with real artifacts: TensorBoard event files from torch's SummaryWriter and an H.264 mp4. One,
+``hover_real``, is a real run made by our own train/eval/export/play commands (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -162,8 +162,15 @@ def video_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def runs_root(tmp_path_factory: pytest.TempPathFactory, video_file: Path) -> Path:
+def runs_root(tmp_path_factory: pytest.TempPathFactory, video_file: Path, tiny_run: Path) -> Path:
+    import shutil
+
     root = tmp_path_factory.mktemp("runs")
+    real = root / "hover_real"
+    shutil.copytree(tiny_run, real)
+    meta = json.loads((real / "meta.json").read_text())
+    meta["run_name"] = real.name
+    (real / "meta.json").write_text(json.dumps(meta))
     make_run(
         root,
         "hover_ppo_s1",

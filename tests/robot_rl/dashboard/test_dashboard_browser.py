@@ -116,6 +116,30 @@ def test_leaderboard_filter_run_page_video(page: Any, server: DashboardServer) -
     page.screenshot(path=str(ARTIFACTS / "dashboard_run_page.png"), full_page=True)
 
 
+def test_real_training_run(page: Any, server: DashboardServer) -> None:
+    """A run made by robot-rl train/eval/play: listed, its curves plotted, its video playing."""
+    page.goto(server.url)
+    page.wait_for_selector("#runs tbody tr.run-row")
+    assert "hover_real" in page.locator("#runs a.run-link").all_inner_texts()
+    page.click("text=hover_real")
+    page.wait_for_selector("#curves figure[data-tag='Train/mean_reward'] polyline")
+    assert page.locator("#reward-terms svg rect").count() >= 5  # our per-term reward breakdown
+    result = page.evaluate(
+        """async () => {
+            const v = document.querySelector('#videos video');
+            v.muted = true;
+            if (v.readyState < 1) await new Promise((ok) => v.addEventListener('loadedmetadata', ok, { once: true }));
+            const t0 = v.currentTime;
+            await v.play();
+            await new Promise((ok) => setTimeout(ok, 1000));
+            return { width: v.videoWidth, dt: v.currentTime - t0, code: v.error && v.error.code };
+        }"""
+    )
+    assert result["width"] > 0 and result["dt"] >= 0.5 and result["code"] is None, result
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dashboard_real_run.png"), full_page=True)
+
+
 def test_html_run_name_is_escaped(page: Any, server: DashboardServer) -> None:
     page.goto(server.url)
     page.wait_for_selector("#runs tbody tr.run-row")

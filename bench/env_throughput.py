@@ -1,0 +1,114 @@
+"""Env throughput of crazyflie_hover, side by side with raw mujoco.batch and a Gymnasium loop.
+
+Prints, from one run and one process:
+  - batched env steps/s at 1024 worlds, with and without policy inference,
+  - raw mujoco.batch control steps/s of the same model and substeps (ctrl set, no task code),
+  - the ratio env / raw (goal >= 0.8),
+  - the speedup over robot_rl/CrazyflieHover-v0 in a plain Gymnasium loop and in SyncVectorEnv.
+
+    python bench/env_throughput.py [--worlds 1024] [--steps 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import mujoco
+import mujoco.batch
+import numpy as np
+import torch
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+def time_it(fn, steps: int) -> float:
+    fn()  # warm up
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        fn()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worlds", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--gym-steps", type=int, default=2000)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    n, steps = args.worlds, args.steps
+
+    from sim.env import BatchedEnv, EnvConfig
+    from sim.tasks import make_task
+    from sim.tasks.crazyflie import MODEL_PATH
+
+    task = make_task("crazyflie_hover")
+    env = BatchedEnv(task, EnvConfig(num_worlds=n, nthread=0))
+    zeros = torch.zeros(n, 4, dtype=torch.float64)
+    t_env = time_it(lambda: env.step(zeros), steps)
+
+    # policy inference: the default actor size, normalizer included
+    from robot_rl.training.ppo_trainer import PPOTrainer
+
+    algo = dict(num_steps_per_env=24, num_learning_epochs=5, num_mini_batches=4, learning_rate=1e-3, gamma=0.99,
+                lam=0.95, entropy_coef=0.0, desired_kl=0.01, schedule="adaptive", clip_param=0.2, max_grad_norm=1.0,
+                actor_hidden_dims=[64, 64], critic_hidden_dims=[128, 128], activation="elu", init_std=0.3)  # fmt: skip
+    actor = PPOTrainer(env, algo).inference_policy()
+    obs = {"o": env.get_observations()}
+
+    def step_with_policy():
+        with torch.inference_mode():
+            a = actor(obs["o"])
+        obs["o"] = env.step(a)[0]
+
+    t_env_pol = time_it(step_with_policy, steps)
+
+    # raw mujoco.batch: same model, same 5 substeps per control step, controls written, nothing else
+    model = mujoco.MjModel.from_xml_path(str(MODEL_PATH))
+    batch = mujoco.batch.Batch(model, n, nthread=0)
+    ctrl = batch.bind("ctrl")
+    ctrl[:] = 0.066
+    batch.bind("qpos")[:, 2] = 1.0
+
+    def raw_step():
+        for _ in range(task.substeps):
+            ctrl[:] = 0.066
+            batch.step(nstep=1)
+
+    t_raw = time_it(raw_step, steps)
+
+    # Gymnasium: one world per env, plain loop and SyncVectorEnv of 16
+    import gymnasium as gym
+
+    import robot_rl.gym_envs  # noqa: F401  (registers robot_rl/CrazyflieHover-v0)
+
+    single = gym.make("robot_rl/CrazyflieHover-v0")
+    single.reset(seed=0)
+    a1 = np.zeros(4, dtype=np.float32)
+    t_gym = time_it(lambda: single.step(a1), args.gym_steps)
+    vec = gym.vector.SyncVectorEnv([lambda: gym.make("robot_rl/CrazyflieHover-v0") for _ in range(16)])
+    vec.reset(seed=0)
+    a16 = np.zeros((16, 4), dtype=np.float32)
+    t_vec = time_it(lambda: vec.step(a16), args.gym_steps // 16)
+
+    sps_env = n * steps / t_env
+    sps_pol = n * steps / t_env_pol
+    sps_raw = n * steps / t_raw
+    sps_gym = args.gym_steps / t_gym
+    sps_vec = 16 * (args.gym_steps // 16) / t_vec
+    print(f"crazyflie_hover, {n} worlds, {task.substeps} substeps of {model.opt.timestep * 1e3:.0f} ms per step, "
+          f"{os.cpu_count()} cores")  # fmt: skip
+    print(f"{'':38s}{'env steps/s':>14s}{'ratio':>10s}")
+    print(f"{'raw mujoco.batch (reference)':38s}{sps_raw:14,.0f}{1.0:10.2f}")
+    print(f"{'BatchedEnv, no policy':38s}{sps_env:14,.0f}{sps_env / sps_raw:10.2f}   (goal >= 0.8)")
+    print(f"{'BatchedEnv + policy inference':38s}{sps_pol:14,.0f}{sps_pol / sps_raw:10.2f}")
+    print(f"{'CrazyflieHover-v0, Gymnasium loop':38s}{sps_gym:14,.0f}{sps_gym / sps_raw:10.2f}")
+    print(f"{'CrazyflieHover-v0, SyncVectorEnv(16)':38s}{sps_vec:14,.0f}{sps_vec / sps_raw:10.2f}")
+    print(f"speedup of BatchedEnv over the Gymnasium loop: {sps_env / sps_gym:.1f}x, over SyncVectorEnv: "
+          f"{sps_env / sps_vec:.1f}x (goal >= 5x)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
