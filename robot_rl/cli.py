@@ -17,6 +17,7 @@ commands:
   play run=DIR               render a browser-playable mp4 into DIR/videos
   export run=DIR             write DIR/bundle/policy.onnx + policy.yaml
   sitl bundle=DIR            fly a bundle in software-in-the-loop (ROS 2 nodes over DDS when available)
+  deploy check BUNDLE        dry run against live ROS 2 topics: what would block arming
   dashboard [--port N]       serve the evaluation dashboard on 127.0.0.1
   demo [overrides]           train, evaluate, export, play, fly in SITL, index for the dashboard
 """
@@ -45,6 +46,17 @@ def main(argv: list[str] | None = None) -> int:
         from robot_rl.dashboard.server import main as dashboard_main
 
         return dashboard_main(args)
+    if command == "deploy":
+        if not args or args[0] != "check":
+            print("robot-rl: error: usage: robot-rl deploy check BUNDLE [options]", file=sys.stderr)
+            return 2
+        try:
+            from robot_rl_ros.deploy_check import main as deploy_check_main
+        except ImportError as e:
+            print(f"robot-rl: error: deploy check needs the ROS 2 package (pip install ./ros_nodes): {e}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        return deploy_check_main(args[1:])
     try:
         errors = _user_errors()
     except ImportError as e:  # the base install has no simulator: say which extra to add

@@ -10,6 +10,8 @@ EXECUTABLES = {
     "safety_node": "safety_node",
     "crazyflie_bridge": "crazyflie_bridge",
     "sim_bridge": "sim_bridge",
+    "recorder": "recorder",
+    "deploy_check": "deploy_check",
 }
 
 setup(

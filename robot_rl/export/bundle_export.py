@@ -42,21 +42,23 @@ def export_onnx(actor, obs_dim: int, path: Path) -> None:
 
 
 def export_bundle(actor, task, out_dir: Path, source: dict) -> PolicyBundle:
-    """Write the bundle for a task's actor into out_dir; returns the validated bundle description."""
-    from sim.tasks.crazyflie import ACTION_SPECS, INTEGRATORS, OBS_LAYOUT
+    """Write the bundle for a task's actor into out_dir; returns the validated bundle description.
 
+    The task describes itself: obs_layout (terms), integrators, action_spec (names, offset, scale,
+    limits) and, optionally, bundle_extra (e.g. an arm's default pose and IK parameters).
+    """
     out_dir = Path(out_dir)
-    obs_dim = sum(t["dim"] for t in OBS_LAYOUT)
+    obs_dim = sum(t["dim"] for t in task.obs_layout)
     export_onnx(actor, obs_dim, out_dir / "policy.onnx")
-    spec = ACTION_SPECS[task.action_mode]
+    spec = task.action_spec
     norm = actor.obs_normalizer
     bundle = PolicyBundle(
         path=out_dir,
         robot=task.robot,
         task=task.name,
         control_rate_hz=1.0 / task.control_dt,
-        observation=[ObsTerm.from_dict(t) for t in OBS_LAYOUT],
-        integrators=[Integrator.from_dict(i) for i in INTEGRATORS],
+        observation=[ObsTerm.from_dict(t) for t in task.obs_layout],
+        integrators=[Integrator.from_dict(i) for i in getattr(task, "integrators", [])],
         action=ActionSpec(
             mode=task.action_mode,
             names=list(spec["names"]),
@@ -73,6 +75,7 @@ def export_bundle(actor, task, out_dir: Path, source: dict) -> PolicyBundle:
             "std": [float(x) for x in norm.std.flatten()],
         },
         source=json.loads(json.dumps(source, default=str)),
+        extra=json.loads(json.dumps(getattr(task, "bundle_extra", {}), default=str)),
     )
     write_bundle(bundle)
     return bundle

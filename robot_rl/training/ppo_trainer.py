@@ -136,6 +136,8 @@ class PPOTrainer:
         bar = tqdm(range(self.iteration, iterations), desc="train", disable=not progress, unit="it", dynamic_ncols=True)
         for it in bar:
             t0 = time.perf_counter()
+            if hasattr(env.task, "on_iteration"):
+                env.task.on_iteration(it)
             ep_logs: list[dict] = []
             with torch.inference_mode():
                 for _ in range(steps_per_iter):

@@ -121,6 +121,7 @@ class Observer:
         from rclpy.context import Context
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.parameter import Parameter
+        from std_msgs.msg import String
 
         from robot_rl_ros import qos
         from robot_rl_ros.msgs import odometry_to_raw, stamp_to_s, twist_to_rpyt
@@ -140,6 +141,7 @@ class Observer:
         self.commands: list[tuple[float, float, np.ndarray]] = []  # (ros time, wall time, rpyt)
         self.safety: dict[str, str] = {}
         self.safety_events: list[str] = []
+        self.modes: list[tuple[float, str]] = []  # (ROS time at receipt, 'MODE: reason')
         ns = f"/{namespace}/safety"
 
         def on_odom(m):
@@ -156,7 +158,11 @@ class Observer:
                         f"{kv.key} {kv.value}" for kv in st.values if kv.key.startswith("event.")
                     ]
 
+        def on_mode(m):
+            self.modes.append((self.now(), m.data))
+
         self.node.create_subscription(Odometry, "odom", on_odom, qos.SENSOR)
+        self.node.create_subscription(String, "safety/mode", on_mode, qos.LATCHED)
         self.node.create_subscription(Twist, "cmd_vel_legacy", on_cmd, qos.COMMAND)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, qos.DIAGNOSTICS)
 

@@ -11,6 +11,10 @@ from robot_rl.deploy import BundleError
 
 
 def run_node(node_cls, args: list[str] | None = None) -> int:
+    from robot_rl_ros import pubcount
+
+    if pubcount.enabled():
+        pubcount.install()
     rclpy.init(args=sys.argv if args is None else args)
     node = None
     try:
@@ -28,6 +32,8 @@ def run_node(node_cls, args: list[str] | None = None) -> int:
             if close:
                 close()
             node.destroy_node()
+        if pubcount.enabled():
+            print(pubcount.report(), flush=True)
         if rclpy.ok():
             rclpy.try_shutdown()
     return 0

@@ -1,8 +1,15 @@
 """Tasks, one file per family. TASKS maps a task name to its constructor."""
 
+from sim.tasks.arm import ArmPickPlace, ArmPush, ArmReach
 from sim.tasks.crazyflie import CrazyflieGoto, CrazyflieHover
 
-TASKS = {"crazyflie_hover": CrazyflieHover, "crazyflie_goto": CrazyflieGoto}
+TASKS = {
+    "crazyflie_hover": CrazyflieHover,
+    "crazyflie_goto": CrazyflieGoto,
+    "arm_reach": ArmReach,
+    "arm_push": ArmPush,
+    "arm_pick_place": ArmPickPlace,
+}
 
 
 def make_task(name: str, **kwargs):

@@ -138,6 +138,10 @@ class CrazyflieHover:
     max_start_speed: float = 1.0
     success_radius: float = 0.1
     success_hold_s: float = 2.0
+    # Training curriculum: starts grow from curriculum_start_extent to start_half_extent over this many
+    # learning iterations (0: off). Evaluation never calls on_iteration, so it sees the full spread.
+    curriculum_iterations: int = 0
+    curriculum_start_extent: float = 0.2
     push_interval_s: float = 3.0
     push_speed: float = 0.3
     rewards: RewardWeights = field(default_factory=RewardWeights)
@@ -148,15 +152,24 @@ class CrazyflieHover:
     num_actions = 4
     robot = "crazyflie_2_1"
     name = "crazyflie_hover"
+    obs_layout = OBS_LAYOUT
+    integrators = INTEGRATORS
 
     def __post_init__(self):
         if self.action_mode not in ACTION_SPECS:
             raise ValueError(f"unknown action_mode '{self.action_mode}' (rpyt, ctbr, motors)")
-        spec = ACTION_SPECS[self.action_mode]
+        self.extent = self.start_half_extent
+        spec = self.action_spec = ACTION_SPECS[self.action_mode]
         self.act_offset = torch.tensor(spec["offset"], dtype=torch.float64)
         self.act_scale = torch.tensor(spec["scale"], dtype=torch.float64)
         self.act_low = torch.tensor(spec["low"], dtype=torch.float64)
         self.act_high = torch.tensor(spec["high"], dtype=torch.float64)
+
+    def on_iteration(self, iteration: int) -> None:
+        """Called by the trainer before each learning iteration."""
+        if self.curriculum_iterations > 0:
+            f = min(1.0, iteration / self.curriculum_iterations)
+            self.extent = self.curriculum_start_extent + f * (self.start_half_extent - self.curriculum_start_extent)
 
     # -- setup -----------------------------------------------------------------------------------
     def attach(self, backend, cfg, rng: torch.Generator) -> None:
@@ -214,7 +227,7 @@ class CrazyflieHover:
         b, k = self.backend, len(ids)
         self._randomize(ids)
         self.sample_goals(ids)
-        pos = self.goal_pos[ids] + self._uniform(ids, -self.start_half_extent, self.start_half_extent, 3)
+        pos = self.goal_pos[ids] + self._uniform(ids, -self.extent, self.extent, 3)
         ground = (torch.rand(k, generator=self.rng) < self.ground_start_prob) | (pos[:, 2] < REST_Z + 0.05)
         pos[:, 2] = torch.where(ground, torch.full_like(pos[:, 2], REST_Z), pos[:, 2])
         # tilt: random horizontal axis, angle up to the limit; yaw uniform

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-for p in (ROOT / "ros_nodes", ROOT):
+# pytest runs with --import-mode=importlib; the tests here import their harness module by name
+for p in (ROOT / "ros_nodes", ROOT, Path(__file__).resolve().parent):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
@@ -86,3 +87,15 @@ def write_pd_bundle(path: Path, rate_hz: float = 100.0, robot: str = "crazyflie_
 @pytest.fixture(scope="session")
 def pd_bundle(tmp_path_factory) -> Path:
     return write_pd_bundle(tmp_path_factory.mktemp("bundle") / "pd_hover")
+
+
+@pytest.fixture(scope="session")
+def limit_ledger():
+    """Every command the independent watchers saw across the fault tests; none may be out of limits."""
+    from watch import LimitLedger
+
+    ledger = LimitLedger()
+    yield ledger
+    assert not ledger.violations, (
+        f"{len(ledger.violations)} of {ledger.seen} commands out of limits: {ledger.violations[:5]}"
+    )

@@ -14,7 +14,8 @@ from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from robot_rl_ros import qos
 from robot_rl_ros.msgs import raw_to_odometry, s_to_stamp, twist_to_rpyt
-from std_msgs.msg import Bool, String
+from std_msgs.msg import Bool, Float64MultiArray, String
+from std_srvs.srv import Trigger
 
 
 class Harness:
@@ -25,6 +26,9 @@ class Harness:
         self.ns = namespace
         self.odom_pub = self.node.create_publisher(Odometry, "odom", qos.SENSOR)
         self.estop_pub = self.node.create_publisher(Bool, "/estop", qos.LATCHED)
+        self.action_pub = self.node.create_publisher(Float64MultiArray, "policy/action", qos.COMMAND)
+        self.estop_client = self.node.create_client(Trigger, "safety/estop")
+        self.action: np.ndarray | None = None  # when set, played as the policy's action at 100 Hz
         self.commands: list[tuple[float, np.ndarray]] = []  # (monotonic receipt, rpyt)
         self.modes: list[tuple[float, str]] = []
         self.safety_diag: dict[str, str] = {}
@@ -58,6 +62,8 @@ class Harness:
         if self.corrupt is not None:
             raw, stamp = self.corrupt(raw, stamp)
         self.odom_pub.publish(raw_to_odometry(raw, s_to_stamp(stamp)))
+        if self.action is not None:
+            self.action_pub.publish(Float64MultiArray(data=[float(x) for x in self.action]))
 
     def _on_cmd(self, msg: Twist) -> None:
         self.commands.append((time.monotonic(), twist_to_rpyt(msg)))

@@ -20,18 +20,20 @@ from conftest import DOMAIN_ID  # noqa: E402
 from harness import Harness  # noqa: E402
 from robot_rl_ros.limits import DroneLimits  # noqa: E402
 from robot_rl_ros.sitl import SitlGraph  # noqa: E402
+from watch import LimitWatcher  # noqa: E402
 
 LIM = DroneLimits()
 _counter = [0]
 
 
 @pytest.fixture
-def graph_and_harness(pd_bundle, tmp_path):
+def graph_and_harness(pd_bundle, tmp_path, limit_ledger, request):
     # A fresh domain per test so latched e-stops and stale publishers of one test never reach another.
     _counter[0] += 1
     domain = 1 + (DOMAIN_ID + 17 * _counter[0]) % 101
     graph = SitlGraph("cf1", domain_id=domain, lockstep=False, log_dir=str(tmp_path))
     h = Harness(domain)
+    watcher = LimitWatcher(domain, limit_ledger, label=request.node.name)  # independent of the harness
     graph.start("policy", "policy_node", {"bundle": str(pd_bundle), "goal": [0.0, 0.0, 1.0]})
     graph.start("safety", "safety_node", {"bundle": str(pd_bundle)})
     try:
@@ -41,7 +43,9 @@ def graph_and_harness(pd_bundle, tmp_path):
     finally:
         h.close()
         graph.close()
+        watcher.close()
     assert_all_commands_within_limits(h)
+    assert watcher.commands, "the independent watcher saw no commands"
 
 
 def assert_all_commands_within_limits(h: Harness) -> None:

@@ -18,6 +18,7 @@ EXEC_MODULES = {
     "safety_node": "robot_rl_ros.safety_node",
     "crazyflie_bridge": "robot_rl_ros.crazyflie_bridge",
     "sim_bridge": "robot_rl_ros.sim_bridge",
+    "recorder": "robot_rl_ros.recorder",
 }
 ALWAYS_DECLARED = {"use_sim_time"}  # rclpy declares it on every node
 

@@ -18,7 +18,7 @@ def test_vecenv_interface_and_groups():
     env = make(32)
     obs = env.get_observations()
     assert set(obs.keys()) == {"policy", "critic"}
-    assert obs["policy"].shape == (32, 28) and obs["policy"].dtype == torch.float32
+    assert obs["policy"].shape == (32, 25) and obs["policy"].dtype == torch.float32
     assert obs["critic"].shape[1] > obs["policy"].shape[1]  # privileged: DR parameters
     assert env.num_actions == 4 and env.max_episode_length == 800
     obs, rew, dones, extras = env.step(torch.zeros(32, 4))
@@ -145,7 +145,7 @@ def test_gymnasium_registration_single_world():
 
     env = gym.make("robot_rl/CrazyflieHover-v0")
     obs, _ = env.reset(seed=0)
-    assert obs.shape == env.observation_space.shape == (28,)
+    assert obs.shape == env.observation_space.shape == (25,)
     total = 0.0
     for _ in range(20):
         obs, r, terminated, truncated, _ = env.step(env.action_space.sample() * 0)

@@ -52,10 +52,11 @@ def test_world_reset_mid_run_equals_fresh_world():
     ids = torch.tensor([3])
     env._reset_worlds(ids)
     fresh._reset_worlds(ids)
-    a = torch.full((8, 4), 0.1, dtype=torch.float64)
+    a = torch.zeros((8, 4), dtype=torch.float64)  # nominal hover: world 3 must not end its episode here
     for _ in range(200):
-        env.step(a)
-        fresh.step(a)
+        _, _, d1, _ = env.step(a)
+        _, _, d2, _ = fresh.step(a)
+        assert not d1[3] and not d2[3]
         for f in ("qpos", "qvel", "act", "time"):
             assert torch.equal(getattr(env.backend, f)[3], getattr(fresh.backend, f)[3]), f
     assert torch.equal(env.task.firmware.rate_int[3], fresh.task.firmware.rate_int[3])

@@ -25,7 +25,18 @@ def base_venv(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("base")
     wheel_dir = tmp / "wheel"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheel_dir), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(wheel_dir),
+            str(ROOT),
+        ],
         check=True,
     )
     venv = tmp / "venv"

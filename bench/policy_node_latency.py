@@ -1,6 +1,8 @@
-"""Policy node latency over real DDS: compute latency (callback entry to publish) and period jitter.
+"""Policy node latency over real DDS at the bundle rate (100 Hz): compute latency (callback entry to
+publish) p50/p99 and period jitter, reported separately; a deadline is missed when a period exceeds
+1.5x nominal (goal: p99 compute <= 1 ms, 0 missed).
 
-    source ros_nodes/env.sh && python bench/ros_latency.py [BUNDLE] [--seconds 60]
+    source ros_nodes/env.sh && python bench/policy_node_latency.py [BUNDLE] [--seconds 60]
 
 The robot's state is played by a second process-local node at 100 Hz. Without a bundle argument
 the PD test bundle from tests/ros_nodes is written to a temporary folder and used.

@@ -1,0 +1,156 @@
+"""Arm tasks: they run under maximum randomization, carry valid instructions, and check success."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sim.env import BatchedEnv, EnvConfig
+from sim.tasks import make_task
+from sim.tasks.arm import ACTION_SPECS, parse_instruction
+
+ARM_TASKS = ["arm_reach", "arm_push", "arm_pick_place"]
+
+
+def make_env(
+    name: str,
+    n: int = 16,
+    randomization: str = "train",
+    seed: int = 0,
+    pushes: bool = True,
+    seconds: float = 2.0,
+    **params,
+) -> BatchedEnv:
+    cfg = EnvConfig(
+        num_worlds=n, seed=seed, nthread=1, randomization=randomization, episode_length_s=2.0, pushes=pushes
+    )
+    return BatchedEnv(make_task(name, **params), cfg)
+
+
+@pytest.mark.parametrize("name", ARM_TASKS)
+def test_runs_64_worlds_2000_steps_under_max_randomization(name):
+    torch.set_num_threads(1)
+    env = make_env(name, n=64, randomization="max")
+    gen = torch.Generator().manual_seed(0)
+    done_count = 0
+    for _ in range(2000):
+        actions = torch.rand(64, env.num_actions, generator=gen) * 2 - 1
+        obs, reward, dones, extras = env.step(actions)
+        assert torch.isfinite(reward).all()
+        done_count += int(dones.sum())
+    assert torch.isfinite(obs["policy"]).all() and torch.isfinite(obs["critic"]).all()
+    assert torch.isfinite(env.backend.qpos).all()
+    assert done_count >= 64  # episodes ended and reset along the way
+
+
+@pytest.mark.parametrize("name", ARM_TASKS)
+@pytest.mark.parametrize("mode", list(ACTION_SPECS))
+def test_action_modes_and_observation_shapes(name, mode):
+    env = make_env(name, n=4, action_mode=mode)
+    assert env.num_actions == len(ACTION_SPECS[mode]["names"])
+    obs = env.get_observations()
+    assert obs["policy"].shape == (4, sum(t["dim"] for t in env.task.obs_layout))
+    env.step(torch.zeros(4, env.num_actions))
+
+
+@pytest.mark.parametrize("name", ARM_TASKS)
+def test_instructions_name_the_objects_the_task_uses(name):
+    env = make_env(name, n=32)
+    task = env.task
+    ids = task.identities()
+    assert len({i["instruction"] for i in ids}) > 1  # sampled from the grammar
+    for world, ident in enumerate(ids):
+        if name == "arm_reach":
+            assert ident["target"].endswith("_marker")
+            continue
+        body = task.backend.model.body(ident["object"]).id
+        assert int(task.object_body[task.obj_idx[world]]) == body
+        goal_body = task.backend.model.body(ident["goal"]).id
+        assert torch.allclose(task.body_pos[world, goal_body, :2], task.goal_pos[world, :2])
+
+
+def test_fixed_instruction_is_used_in_every_episode():
+    env = make_env("arm_pick_place", n=8, instruction="put the red cube in the blue bowl")
+    assert all(i == {"instruction": "put the red cube in the blue bowl", "object": "red_cube", "goal": "blue_bowl"}
+               for i in env.task.identities())  # fmt: skip
+    assert torch.all(env.task.obj_idx == 0)
+
+
+@pytest.mark.parametrize(
+    "task, text, match",
+    [
+        ("arm_pick_place", "put the purple cube in the blue bowl", "purple cube.*not in the scene"),
+        ("arm_pick_place", "put the red cube in the red bowl", "red bowl.*not in the scene"),
+        ("arm_push", "push the red cube into the blue bowl", "names an object, then"),
+        ("arm_reach", "reach the red cube", "one marker"),
+        ("arm_stack", "stack the red cube on the blue cube", "unknown arm task"),
+    ],
+)
+def test_bad_instructions_get_clear_errors(task, text, match):
+    with pytest.raises(ValueError, match=match):
+        parse_instruction(task, text)
+
+
+def test_unknown_task_variant_or_action_mode_is_refused():
+    with pytest.raises(ValueError, match="unknown task 'arm_stack'"):
+        make_task("arm_stack")
+    with pytest.raises(ValueError, match="unknown action_mode"):
+        make_task("arm_reach", action_mode="torque")
+    with pytest.raises(ValueError, match="not in the scene"):
+        make_task("arm_pick_place", instruction="put the purple cube in the blue bowl")
+
+
+def test_reach_targets_fill_the_box_and_a_scripted_controller_succeeds():
+    env = make_env("arm_reach", n=128, randomization="train", pushes=False, seconds=8.0)
+    task = env.task
+    lo = torch.tensor(task.target_low, dtype=torch.float64)
+    hi = torch.tensor(task.target_high, dtype=torch.float64)
+    assert torch.all(task.goal_pos >= lo) and torch.all(task.goal_pos <= hi)
+    assert torch.allclose(hi - lo, torch.tensor([0.5, 0.6, 0.4], dtype=torch.float64))
+    success = []
+    for _ in range(env.max_episode_length):
+        a = torch.zeros(128, env.num_actions)
+        a[:, :3] = ((task.goal_pos - task.tcp_pos) / 0.03).clamp(-1, 1)
+        _, _, _, extras = env.step(a)
+        if "final" in extras:
+            success.append(extras["final"]["success"])
+    assert torch.cat(success).mean() > 0.95  # every target in the box is reachable through the IK
+
+
+def test_success_checks_of_push_and_pick_place():
+    for name in ("arm_push", "arm_pick_place"):
+        env = make_env(name, n=4, randomization="none")
+        task = env.task
+        assert not task.success_now().any()
+        # teleport the named object onto its goal (resting in the bowl / on the pad)
+        b = env.backend
+        for w in range(4):
+            j = int(task.obj_idx[w])
+            b.qpos[w, 9 + 7 * j : 9 + 7 * j + 3] = task.goal_pos[w]
+        task._update_kinematics()
+        assert task.success_now().all()
+        for w in range(4):  # lifted high above the goal is not placed / pushed
+            j = int(task.obj_idx[w])
+            b.qpos[w, 9 + 7 * j + 2] = 0.3
+        task._update_kinematics()
+        assert not task.success_now().any()
+
+
+@pytest.mark.parametrize("name", ARM_TASKS)
+def test_reward_terms_are_named_and_finite(name):
+    env = make_env(name, n=8)
+    terms = env.task.reward_terms()
+    assert {"action_rate", "joint_velocity"} <= set(terms)
+    for v in terms.values():
+        assert v.shape == (8,) and torch.isfinite(v).all()
+
+
+def test_same_seed_same_rollout():
+    hashes = []
+    for _ in range(2):
+        env = make_env("arm_pick_place", n=8, randomization="max", seed=3)
+        gen = torch.Generator().manual_seed(1)
+        for _ in range(30):
+            env.step(torch.rand(8, env.num_actions, generator=gen) * 2 - 1)
+        hashes.append(env.state_hash())
+    assert hashes[0] == hashes[1]
