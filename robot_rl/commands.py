@@ -235,7 +235,8 @@ def play_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | None = 
     env = make_env(cfg, num_worlds=1, seed=int(cfg.eval.seed), pushes=False)
     p = cfg.play
     out = run_dir / "videos" / "play.mp4"
-    info = record(env, torch_policy(actor), out, float(p.seconds), str(p.camera), int(p.width), int(p.height))
+    camera = p.camera if p.camera is not None else getattr(env.task, "default_camera", -1)
+    info = record(env, torch_policy(actor), out, float(p.seconds), camera, int(p.width), int(p.height))
     print(f"video: {out} ({info['frames']} frames, final position error {info['final_position_error_m'] * 100:.1f} cm)")
     _index(Path(cfg.runs_root), run_dir)
     return out

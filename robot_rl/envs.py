@@ -21,7 +21,8 @@ def make_env(
 ) -> BatchedEnv:
     t = cfg.task
     torch.set_num_threads(int(cfg.backend.get("torch_threads", 1)))
-    params = OmegaConf.to_container(t.get("params", {}) or {}, resolve=True)
+    params = t.get("params")
+    params = OmegaConf.to_container(params, resolve=True) if params else {}
     task = make_task(t.name, action_mode=t.action_mode, **params)
     pick = lambda v, default: default if v is None else v  # noqa: E731
     env_cfg = EnvConfig(

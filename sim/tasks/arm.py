@@ -224,6 +224,7 @@ class ArmTask:
     substeps = 10  # 4 ms physics
     robot = "panda_like"
     name = "arm"
+    default_camera = "front"
     obs_terms: ClassVar[list[dict]] = []
 
     def __post_init__(self):

@@ -154,6 +154,7 @@ class CrazyflieHover:
     name = "crazyflie_hover"
     obs_layout = OBS_LAYOUT
     integrators = INTEGRATORS
+    default_camera = "chase"
 
     def __post_init__(self):
         if self.action_mode not in ACTION_SPECS:

@@ -152,3 +152,13 @@ def test_gymnasium_registration_single_world():
         total += r
     assert np.isfinite(total) and obs.dtype == np.float32
     env.close()
+
+
+@pytest.mark.parametrize("task", ["crazyflie_hover", "crazyflie_goto"])
+def test_64_worlds_2000_steps_max_randomization_without_nan(task):
+    env = make(64, task=task, randomization="max")
+    g = torch.Generator().manual_seed(0)
+    for _ in range(2000):
+        obs, rew, _, _ = env.step(torch.rand(64, 4, generator=g) * 2 - 1)
+        assert torch.isfinite(rew).all()
+    assert torch.isfinite(obs["policy"]).all() and torch.isfinite(env.backend.qpos).all()

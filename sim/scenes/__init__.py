@@ -1,0 +1,1 @@
+"""Procedurally generated MJCF scenes."""

@@ -1,0 +1,1 @@
+"""Simulated robot sensors (batched over worlds)."""
