@@ -66,6 +66,9 @@ class SafetySupervisor:
         self.hover_z: float | None = None
         self.last_cmd: np.ndarray | None = None
         self.last_cmd_time: float | None = None
+        # The firmware ignores thrust until it has seen a zero-thrust setpoint (thrust lock), so we
+        # never arm before at least one disarmed, zero-thrust command has gone out.
+        self.unlock_sent = False
         self.events: list[Intervention] = []
         self.counts: dict[str, int] = {
             "action.nonfinite": 0,
@@ -122,6 +125,8 @@ class SafetySupervisor:
 
     def arm_blockers(self, now: float) -> list[str]:
         out = list(self.prearm_problems)
+        if not self.unlock_sent:
+            out.append("zero-thrust unlock setpoint not sent yet")
         if not self.state_in.fresh(now):
             out.append(f"state not fresh (age {self.state_in.age(now):.2f} s)")
         if self.action_time is None or now - self.action_time > self.cfg.command_timeout_s:
@@ -149,6 +154,7 @@ class SafetySupervisor:
             cmd = self.fallback.land(fresh_state)
         else:  # DISARMED streams zero thrust, which is also the firmware's thrust unlock
             cmd = MOTORS_OFF.copy()
+            self.unlock_sent = self.mode == Mode.DISARMED or self.unlock_sent
         if self.mode in (Mode.HOVER, Mode.LAND):
             # Fallback commands still pass the box and tilt limits (not the rate limit: it would delay them).
             cmd, _ = L.clip_box(cmd, self.cfg.limits.low, self.cfg.limits.high)

@@ -10,7 +10,7 @@ Layout (2-D clutter, obstacles span floor to ceiling, as in LEARN / quad-swarm-r
   fly to a strip at the other; clutter fills the band between them;
 - a square grid of cell size c (drawn per world in [cell_min, cell_max]) covers the band; an
   occupied cell holds a column (cylinder of diameter d) or is part of a straight wall (a run of
-  occupied cells joined by boxes of thickness <= d through the cell centres);
+  occupied cells joined by boxes of thickness <= d from the first to the last cell centre);
 - any two obstacles in different cells are therefore >= c - d apart surface to surface, so
   cell_min = d + 0.2 gives gaps down to 0.2 m.
 Collision bits: obstacles (contype 2, conaffinity 0) never collide with each other or the floor;
@@ -46,7 +46,7 @@ class ClutterConfig:
     wall_fraction: float = 0.3  # fraction of occupied cells that belong to walls
     wall_max_cells: int = 4  # longest wall, in cells
     max_columns: int = 64  # obstacle slots in the model (more are never placed)
-    max_wall_segments: int = 24
+    max_wall_segments: int = 32
     fly_height: float = 1.0
 
 
@@ -98,8 +98,8 @@ def build_mjcf(cfg: ClutterConfig) -> str:
                       contype="2", conaffinity="0", material="obstacle")  # fmt: skip
     for i in range(cfg.max_wall_segments):
         b = ET.SubElement(world, "body", name=f"wallseg{i}", mocap="true", pos=f"0 0 {PARK_Z}")
-        # half length cell_max / 2: joins two cell centres at the largest cell size; smaller cells overlap
-        ET.SubElement(b, "geom", type="box", size=f"{cfg.cell_max / 2} {cfg.wall_thickness / 2} {h / 2}",
+        # half length cell_min / 2; sample_layouts tiles longer walls with overlapping segments
+        ET.SubElement(b, "geom", type="box", size=f"{cfg.cell_min / 2} {cfg.wall_thickness / 2} {h / 2}",
                       contype="2", conaffinity="0", material="obstacle")  # fmt: skip
     template = src.find("worldbody/body")
     actuators = ET.SubElement(root, "actuator")
@@ -149,13 +149,21 @@ def sample_layouts(cfg: ClutterConfig, num: int, rng: np.random.Generator) -> La
             horiz = bool(rng.integers(2))
             i, j = int(rng.integers(nx)), int(rng.integers(ny))
             cells = [(i + k, j) if horiz else (i, j + k) for k in range(length)]
-            if any(a >= nx or b >= ny or occ[a, b] for a, b in cells) or nseg + length - 1 > cfg.max_wall_segments:
+            # the wall runs from the first to the last cell centre, tiled by fixed-length segments
+            span = (length - 1) * c
+            m = math.ceil(span / cfg.cell_min - 1e-9)
+            if any(a >= nx or b >= ny or occ[a, b] for a, b in cells) or nseg + m > cfg.max_wall_segments:
                 continue
             for a, b in cells:
                 occ[a, b] = True
-            for k in range(length - 1):
-                (a0, b0), (a1, b1) = cells[k], cells[k + 1]
-                walls[w, nseg] = [x0 + (a0 + a1) * c / 2, y0 + (b0 + b1) * c / 2, 0.0 if horiz else math.pi / 2, c / 2, 1]
+            (a0, b0), (a1, b1) = cells[0], cells[-1]
+            p0 = np.array([x0 + a0 * c, y0 + b0 * c])
+            axis = np.array([x0 + a1 * c, y0 + b1 * c]) - p0
+            axis /= np.linalg.norm(axis)
+            step = (span - cfg.cell_min) / (m - 1) if m > 1 else 0.0
+            for k in range(m):
+                centre = p0 + axis * (cfg.cell_min / 2 + k * step)
+                walls[w, nseg] = [centre[0], centre[1], 0.0 if horiz else math.pi / 2, cfg.cell_min / 2, 1]
                 nseg += 1
             n_wall_cells -= length
         free = np.flatnonzero(~occ.ravel())

@@ -34,7 +34,8 @@ class RangeSensorConfig:
     dropout_prob: float = 0.0  # probability that a zone is invalid at a refresh
     yaw_noise_std: float = 0.0  # rad, per sensor and refresh (LEARN's sim uses 0.1 on scan angles)
     floor_cm: bool = True  # the firmware floors metres to centimetres
-    mount_radius: float = 0.02  # m from the body centre to the sensor, along the beam's heading
+    mount_radius: float = 0.02  # m from the body centre to the sensor, along the sensor's axis
+    mount_yaw_deg: tuple[float, ...] | None = None  # per beam, the sensor's axis; None: the beam itself
 
 
 def vl53l5cx_row(fov_deg: float = 45.0, zones: int = 8, **kw) -> RangeSensorConfig:
@@ -42,7 +43,8 @@ def vl53l5cx_row(fov_deg: float = 45.0, zones: int = 8, **kw) -> RangeSensorConf
     mounts = (0.0, -90.0, 180.0, 90.0)
     offsets = [fov_deg / 2 - (k + 0.5) * fov_deg / zones for k in range(zones)]
     yaws = tuple(m + o for m in mounts for o in offsets)
-    return RangeSensorConfig(yaw_deg=yaws, pitch_deg=(0.0,) * len(yaws), **kw)
+    axes = tuple(m for m in mounts for _ in offsets)
+    return RangeSensorConfig(yaw_deg=yaws, pitch_deg=(0.0,) * len(yaws), mount_yaw_deg=axes, **kw)
 
 
 def multiranger(**kw) -> RangeSensorConfig:
@@ -83,6 +85,11 @@ class RangeSensors:
         self.time = torch.zeros(num_worlds, dtype=torch.float64)
         self.next_refresh = torch.zeros(num_worlds, dtype=torch.float64)
         self.period = 1.0 / cfg.rate_hz
+        mount = torch.deg2rad(torch.tensor(cfg.mount_yaw_deg or cfg.yaw_deg, dtype=torch.float64))
+        cp = torch.cos(self.pitch)
+        self.mount_offset = cfg.mount_radius * torch.stack(
+            [cp * torch.cos(mount), cp * torch.sin(mount), torch.sin(self.pitch)], -1
+        )  # (B, 3) body frame
 
     def reset(self, ids: torch.Tensor) -> None:
         """Refresh at the next read (a reading is always available) and draw a new clock phase."""
@@ -119,7 +126,7 @@ class RangeSensors:
         c, n = self.cfg, len(ids)
         rot = quat_wxyz_to_rotmat(quat)  # (n, N, 3, 3)
         vec = torch.einsum("wnij,wnbj->wnbi", rot, self._directions(n))  # world-frame beams
-        pnt = pos.unsqueeze(2) + c.mount_radius * vec
+        pnt = pos.unsqueeze(2) + torch.einsum("wnij,bj->wnbi", rot, self.mount_offset)
         dist, _ = batch.ray(
             np.ascontiguousarray(pnt.reshape(n, -1, 3).numpy()),
             np.ascontiguousarray(vec.reshape(n, -1, 3).numpy()),

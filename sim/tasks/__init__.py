@@ -2,10 +2,12 @@
 
 from sim.tasks.arm import ArmPickPlace, ArmPush, ArmReach
 from sim.tasks.crazyflie import CrazyflieGoto, CrazyflieHover
+from sim.tasks.crazyflie_swarm import CrazyflieSwarm
 
 TASKS = {
     "crazyflie_hover": CrazyflieHover,
     "crazyflie_goto": CrazyflieGoto,
+    "crazyflie_swarm": CrazyflieSwarm,
     "arm_reach": ArmReach,
     "arm_push": ArmPush,
     "arm_pick_place": ArmPickPlace,

@@ -21,8 +21,8 @@ MODEL_PATH = Path(__file__).resolve().parents[2] / "assets" / "crazyflie" / "cra
 REST_Z = 0.0125  # body origin height when the collision box rests on the floor
 
 OBS_LAYOUT = [
-    # goal error and velocity in the body frame: tilt commands are body-frame, so this spares the
-    # network from learning the yaw rotation (it trains several times faster than world-frame inputs)
+    # goal error and velocity in the body frame, the frame the tilt commands act in: the network need
+    # not learn the yaw rotation itself (a short comparison run learned faster than world-frame inputs)
     {
         "name": "goal_error_body",
         "op": "body_frame_difference",
@@ -100,7 +100,7 @@ DR_LEVELS = {
         "torque_ratio": (0.005, 0.008),
         "motor_tau": (0.03, 0.08),
         "pid_gain": (0.85, 1.15),
-        "latency_substeps": (0, 5),
+        "latency_substeps": (0, 15),
     },
     "max": {
         "mass": (0.9, 1.25),
@@ -109,9 +109,11 @@ DR_LEVELS = {
         "torque_ratio": (0.005, 0.008),
         "motor_tau": (0.03, 0.15),
         "pid_gain": (0.8, 1.2),
-        "latency_substeps": (0, 5),
+        "latency_substeps": (0, 15),
     },
 }
+
+LATENCY_HISTORY = 4  # commands kept in flight: enough for 15 substeps (30 ms) of latency
 
 OBS_NOISE_STD = {"position": 0.005, "velocity": 0.02, "quaternion": 0.005, "angular_velocity": 0.05}
 
@@ -182,7 +184,8 @@ class CrazyflieHover:
         self.goal_pos = torch.tensor(self.goal, dtype=torch.float64).repeat(n, 1)
         self.action = torch.zeros(n, 4, dtype=torch.float64)  # current policy action
         self.prev_action = torch.zeros(n, 4, dtype=torch.float64)
-        self.prev_cmd = torch.zeros(n, 4, dtype=torch.float64)  # command still in flight (latency)
+        # commands still in flight: cmd_hist[:, j] was issued j control steps ago (latency up to 3 steps)
+        self.cmd_hist = torch.zeros(n, LATENCY_HISTORY, 4, dtype=torch.float64)
         self.latency = torch.zeros(n, dtype=torch.long)
         self.bad_steps_since = torch.zeros(n, dtype=torch.long)  # steps since position error last >= radius
         self.max_err = torch.zeros(n, dtype=torch.float64)
@@ -253,7 +256,7 @@ class CrazyflieHover:
         self.firmware.reset(ids)
         self.action[ids] = 0.0
         self.prev_action[ids] = 0.0
-        self.prev_cmd[ids] = 0.0  # motors idle until the first command, like a real drone on the pad
+        self.cmd_hist[ids] = 0.0  # motors idle until the first command, like a real drone on the pad
         self.bad_steps_since[ids] = 0
         self.max_err[ids] = 0.0
         self.crashed[ids] = False
@@ -273,12 +276,16 @@ class CrazyflieHover:
     def apply_command(self, cmd: torch.Tensor) -> None:
         """Fly one control period with a command in robot units (rpyt: send_setpoint units)."""
         b = self.backend
+        self.cmd_hist = torch.cat([cmd.unsqueeze(1), self.cmd_hist[:, :-1]], dim=1)
+        rows = torch.arange(self.n)
         for k in range(self.substeps):
-            # the new command reaches the drone after `latency` substeps (radio + firmware queue)
-            active = torch.where((k >= self.latency).unsqueeze(1), cmd, self.prev_cmd)
-            b.ctrl[:] = self._motor_thrust(active)
+            # a command reaches the drone `latency` substeps after it was issued (radio, queues, ROS hops):
+            # at substep k the newest command that has arrived was issued ceil((latency - k) / substeps) steps ago
+            age = torch.div(self.latency - k + self.substeps - 1, self.substeps, rounding_mode="floor").clamp(
+                0, LATENCY_HISTORY - 1
+            )
+            b.ctrl[:] = self._motor_thrust(self.cmd_hist[rows, age])
             b.step(1)
-        self.prev_cmd = cmd
         self._update_status()
         self._refresh_raw(None)
 
@@ -361,7 +368,7 @@ class CrazyflieHover:
                 (self.mass[:, 1:2] / self.nominal["mass"]).float(),
                 self.firmware.kf_scale.float(),
                 (self.dynprm[:, :, 0].mean(dim=1, keepdim=True) * 10).float(),
-                (self.latency.unsqueeze(1).double() / 5).float(),
+                (self.latency.unsqueeze(1).double() / 15).float(),
             ]
         return {"policy": policy, "critic": torch.cat(privileged, dim=1)}
 
@@ -394,7 +401,7 @@ class CrazyflieHover:
         }
 
     def controller_state(self) -> list[torch.Tensor]:
-        return self.firmware.state() + [self.action, self.prev_cmd, self.err_int]
+        return self.firmware.state() + [self.action, self.cmd_hist, self.err_int]
 
 
 @dataclass

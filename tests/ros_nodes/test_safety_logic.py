@@ -79,9 +79,20 @@ def armed(now=0.0, **cfg):
     sup = SafetySupervisor(SupervisorConfig(**cfg), [])
     sup.on_state(state(), now, now)
     sup.on_action(np.array([0.0, 0.0, 0.0, 38000.0]), now)
+    assert np.all(sup.step(now) == 0.0) and sup.mode == Mode.DISARMED  # the thrust-unlock setpoint
     sup.step(now)
     assert sup.mode == Mode.ACTIVE
     return sup
+
+
+def test_first_command_is_the_zero_thrust_unlock_even_with_fresh_inputs():
+    sup = SafetySupervisor(SupervisorConfig(), [])
+    sup.on_state(state(), 0.0, 0.0)
+    sup.on_action(np.array([0.0, 0.0, 0.0, 38000.0]), 0.0)
+    assert "unlock" in sup.arm(0.0)
+    first = sup.step(0.0)
+    assert first[3] == 0.0 and sup.mode == Mode.DISARMED
+    assert sup.step(0.01)[3] > 0.0 and sup.mode == Mode.ACTIVE
 
 
 def test_prearm_gate_blocks_until_inputs_fresh_and_problems_clear():

@@ -1,0 +1,1 @@
+"""Classical baselines to compare learned policies with."""

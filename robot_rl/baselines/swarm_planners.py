@@ -1,0 +1,140 @@
+"""Classical planners for the Crazyflie team in clutter (issue 8), and the metrics every method is scored by.
+
+All three fly the task's min-jerk go-to setpoints with the same geometric controller
+(sim.robots.goto_planner.accel_to_motors), in `motors` mode, so they differ only in how they avoid:
+- `goto`: none, the plain planner (what the learned policy must beat);
+- `apf`: artificial potential fields, repulsion 1/d - 1/d0 from obstacles and neighbours added to the
+  tracking acceleration (attraction toward the setpoint clipped, so a far setpoint does not crush it);
+- `cbf`: the tracking acceleration filtered by second-order control barrier functions (the same
+  filter the task's stage-1 safety guide uses).
+The classical planners see the true obstacle geometry within their sensing range and the true
+neighbour states (privileged, unlike the policy's ToF rows and delayed broadcasts), which makes them
+strong references rather than equal-information competitors.
+
+Metrics per drone (then averaged): success (within 0.25 m of the goal for 1 s, no collision),
+obstacle and neighbour collision rates, time to goal (successful drones), mean speed until the goal
+is reached, deadlock (no collision, not at the goal, moved < 0.3 m in the last 3 s).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from sim.backends import load_model, make_backend
+from sim.env import EnvConfig
+from sim.robots.goto_planner import CbfParams, TrackingGains, accel_to_motors, cbf_filter, tracking_acceleration
+from sim.sensors.tof import quat_wxyz_to_rotmat
+from sim.tasks.crazyflie_swarm import CrazyflieSwarm
+
+
+def _attraction(task: CrazyflieSwarm, g: TrackingGains, max_err: float = 1.0) -> torch.Tensor:
+    err = task.sp_pos - task.pos
+    n = err.norm(dim=-1, keepdim=True)
+    err = err * (max_err / n.clamp(min=max_err))  # clip the position error's length
+    return task.sp_acc + g.kp * err + g.kd * (task.sp_vel - task.vel)
+
+
+@dataclass
+class GotoPlanner:
+    gains: TrackingGains = field(default_factory=TrackingGains)
+    name = "goto"
+
+    def acceleration(self, task: CrazyflieSwarm) -> torch.Tensor:
+        return tracking_acceleration(task.pos, task.vel, task.sp_pos, task.sp_vel, task.sp_acc, self.gains)
+
+    def __call__(self, task: CrazyflieSwarm) -> torch.Tensor:
+        rot = quat_wxyz_to_rotmat(task.quat)
+        return accel_to_motors(self.acceleration(task), rot, task.omega, task.mass, self.gains, task.kf_scale)
+
+
+@dataclass
+class PotentialFieldPlanner(GotoPlanner):
+    k_obstacle: float = 0.3  # m^3/s^2 ... repulsion gain, obstacles
+    k_neighbour: float = 0.3
+    influence: float = 0.6  # m, obstacle surface distance where repulsion starts
+    neighbour_influence: float = 0.6  # m, centre distance
+    name = "apf"
+
+    @staticmethod
+    def _repulsion(d: torch.Tensor, n: torch.Tensor, k: float, d0: float) -> torch.Tensor:
+        d = d.clamp(min=0.02)
+        mag = torch.where(d < d0, k * (1 / d - 1 / d0) / d**2, 0.0).clamp(max=20.0)
+        return (mag.unsqueeze(-1) * n).sum(2)
+
+    def acceleration(self, task: CrazyflieSwarm) -> torch.Tensor:
+        acc = _attraction(task, self.gains)
+        d_obs, n_obs = task.obstacle_geometry()
+        d_nb, n_nb, _ = task.neighbour_geometry()
+        acc[..., 0:2] += self._repulsion(d_obs, n_obs, self.k_obstacle, self.influence)
+        acc += self._repulsion(d_nb, n_nb, self.k_neighbour, self.neighbour_influence)
+        return acc
+
+
+@dataclass
+class CbfPlanner(GotoPlanner):
+    cbf: CbfParams = field(default_factory=CbfParams)
+    name = "cbf"
+
+    def acceleration(self, task: CrazyflieSwarm) -> torch.Tensor:
+        acc = _attraction(task, self.gains)
+        d_obs, n_obs = task.obstacle_geometry()
+        d_nb, n_nb, dv = task.neighbour_geometry()
+        dist = torch.cat([d_obs - self.cbf.safe_distance, d_nb - self.cbf.neighbour_distance], -1)
+        normal = torch.cat([n_obs, n_nb[..., 0:2]], 2)
+        rel_v = torch.cat([task.vel[..., 0:2].unsqueeze(2).expand(*n_obs.shape), dv[..., 0:2]], 2)
+        acc[..., 0:2] = cbf_filter(acc[..., 0:2], dist, normal, rel_v, self.cbf, self.gains.max_acc)
+        return acc
+
+
+PLANNERS = {"goto": GotoPlanner, "apf": PotentialFieldPlanner, "cbf": CbfPlanner}
+
+
+def make_task_env(num_worlds: int, seed: int, nthread: int = 1, **task_kw) -> CrazyflieSwarm:
+    """A swarm task attached to a mujoco backend without the RL env wrapper (planners need no resets mid-run)."""
+    task = CrazyflieSwarm(**task_kw)
+    cfg = EnvConfig(num_worlds=num_worlds, seed=seed, nthread=nthread, randomization="none", obs_noise=False)
+    backend = make_backend("mujoco", load_model(task.model_path), num_worlds, nthread=nthread)
+    task.attach(backend, cfg, torch.Generator().manual_seed(seed))
+    ids = torch.arange(num_worlds)
+    backend.reset(ids)
+    task.reset_worlds(ids)
+    backend.forward(ids)
+    return task
+
+
+def evaluate(controller, num_scenes: int, episode_s: float = 20.0, seed: int = 0, scene_set: str = "test",
+             scene_offset: int = 0, nthread: int = 1, **task_kw) -> dict[str, float]:  # fmt: skip
+    """Fly `controller(task) -> motor commands (W, N, 4)` on num_scenes scenes at once, one episode each.
+
+    Returns metrics averaged over all drones of all scenes (time to goal over successful drones).
+    """
+    task = make_task_env(num_scenes, seed, nthread, scene_set=scene_set, scene_offset=scene_offset, **task_kw)
+    steps = int(round(episode_s / task.control_dt))
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        task.apply_motor_commands(controller(task))
+    wall = time.perf_counter() - t0
+    out = task.drone_outcome()
+    ttg = out["time_to_goal_s"]
+    result = {k: float(v.mean()) for k, v in out.items() if k != "time_to_goal_s"}
+    result["time_to_goal_s"] = float(ttg.nanmean()) if (~torch.isnan(ttg)).any() else math.nan
+    result["collision"] = float(((out["obstacle_collision"] + out["neighbour_collision"]) > 0).double().mean())
+    result["drone_steps_per_s"] = steps * num_scenes * task.num_drones / wall
+    task.backend.close()
+    return result
+
+
+METRIC_COLUMNS = ["success", "collision", "obstacle_collision", "neighbour_collision", "time_to_goal_s",
+                  "mean_speed", "deadlock"]  # fmt: skip
+
+
+def format_table(rows: dict[str, dict[str, float]]) -> str:
+    head = f"{'method':<10}" + "".join(f"{c:>20}" for c in METRIC_COLUMNS)
+    lines = [head]
+    for name, r in rows.items():
+        lines.append(f"{name:<10}" + "".join(f"{r[c]:>20.3f}" for c in METRIC_COLUMNS))
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Policy networks beyond rsl_rl's defaults."""

@@ -1,0 +1,447 @@
+"""Crazyflie team in clutter (LEARN, issue 8): N drones fly min-jerk go-to setpoints across a cluttered
+room, sensing obstacles with ToF rows and neighbours through delayed radio broadcasts.
+
+One world = one whole team. Actions are `motors` mode per drone, drone-major: the env's
+num_actions = 4 * N, action[4 i : 4 i + 4] = normalized motor thrusts m1..m4 of drone i in [-1, 1]
+(on board, the policy drives the motors, as LEARN flies it). Observations are per drone and
+concatenated drone-major too: policy (W, N * D) with D = per_drone_obs_dim, so a shared-weight
+per-drone policy reshapes to (W * N, D). The reward is the team mean of per-drone terms.
+
+Per-drone observation (LEARN's firmware order): self 18 = position - setpoint (3), velocity -
+setpoint velocity (3), rotation matrix row-major (9), body rates (3); neighbours 6 k = the k nearest
+by broadcast position, [dp (3), dv (3)] each, from broadcasts refreshed at neighbour_rate_hz and
+delivered neighbour_latency_s late; ToF 32 (4 x 8 zones, metres, clipped at 2 m) or 5 (Multi-ranger).
+
+Scenes: sim.scenes.clutter draws a new obstacle layout per world at every reset. Layouts come from
+numbered scenes: training draws indices below HELD_OUT_BASE, evaluation passes scene_set="test"
+(indices HELD_OUT_BASE + k), so held-out scenes are never trained on.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sim.robots.goto_planner import (
+    CbfParams,
+    MinJerkGoto,
+    TrackingGains,
+    accel_to_motors,
+    cbf_filter,
+    tracking_acceleration,
+)
+from sim.scenes.clutter import (
+    ClutterConfig,
+    Layout,
+    build_mjcf,
+    drone_names,
+    obstacle_distance,
+    sample_layouts,
+    write_layout,
+)
+from sim.sensors.tof import SENSOR_LAYOUTS, RangeSensors, quat_wxyz_to_rotmat
+
+HELD_OUT_BASE = 1_000_000
+DRONE_RADIUS = 0.056  # propeller envelope half width (crazyflie.xml collision box)
+NEIGHBOUR_HIT = 0.12  # m centre to centre: the collision boxes touch
+OBSTACLE_HIT = 0.06  # m centre to obstacle surface
+OBS_NOISE_STD = {"position": 0.005, "velocity": 0.02, "rotation": 0.005, "angular_velocity": 0.05}
+FAR = 5.0  # padding for missing neighbours (fewer drones than k + 1), metres
+
+
+@dataclass
+class SwarmRewardWeights:
+    setpoint: float = 1.0  # exp(-|p - p_sp| / 0.3): track the planner's moving setpoint
+    goal: float = 0.5  # exp(-|p - goal| / 0.5): be at the goal when the plan has ended
+    velocity_tracking: float = -0.05
+    effort: float = -0.05  # LEARN: 0.05 |a|
+    angular_velocity: float = -0.005
+    obstacle_collision: float = -5.0
+    obstacle_proximity: float = -1.0  # linear from 0.5 m to 0.05 m surface distance (LEARN)
+    neighbour_collision: float = -5.0
+    neighbour_proximity: float = -1.0  # linear from 4 to 2 arm lengths... scaled to hit distance
+    crash: float = -10.0
+    safety_guide: float = 0.0  # stage 1: -|a - a_cbf| against the CBF-filtered planner command (0 = stage 2)
+
+
+@dataclass
+class CrazyflieSwarm:
+    action_mode: str = "motors"  # the only mode: on board, the policy drives the motors
+    num_drones: int = 6
+    k_neighbours: int = 2
+    neighbour_rate_hz: float = 10.0  # P2P broadcasts every 100 ms on the real team
+    neighbour_latency_s: float = 0.03
+    tof: str = "vl53l5cx_row"  # or multiranger
+    tof_rate_hz: float = 15.0
+    tof_noise_std: float = 0.01
+    tof_dropout: float = 0.02
+    tof_yaw_noise: float = 0.0
+    speed_mean: float = 0.5  # planner mean speed, N(0.5, 0.1) clipped to 0.3..0.7 as in LEARN
+    speed_std: float = 0.1
+    speed_range: tuple[float, float] = (0.3, 0.7)
+    density: float = 0.2
+    cell_min: float = 0.5
+    cell_max: float = 0.8
+    success_radius: float = 0.25
+    success_hold_s: float = 1.0
+    scene_set: str = "train"  # train | test (held out)
+    scene_offset: int = 0  # test scenes: world w of the first reset gets scene HELD_OUT_BASE + offset + w
+    rewards: SwarmRewardWeights = field(default_factory=SwarmRewardWeights)
+
+    control_dt = 0.01  # 100 Hz, LEARN's training rate
+    substeps = 5
+    robot = "crazyflie_2_1"
+    name = "crazyflie_swarm"
+    integrators = []  # no integral terms: the setpoint error is observed directly
+
+    def __post_init__(self):
+        if self.action_mode != "motors":
+            raise ValueError(f"crazyflie_swarm flies in motors mode only, not '{self.action_mode}'")
+        self.scene = ClutterConfig(num_drones=self.num_drones, density=self.density, cell_min=self.cell_min,
+                                   cell_max=self.cell_max)  # fmt: skip
+        self.num_actions = 4 * self.num_drones
+        sensor = SENSOR_LAYOUTS[self.tof](rate_hz=self.tof_rate_hz, noise_std=self.tof_noise_std,
+                                          dropout_prob=self.tof_dropout, yaw_noise_std=self.tof_yaw_noise)  # fmt: skip
+        self.sensor_cfg = sensor
+        self.num_beams = len(sensor.yaw_deg)
+        self.per_drone_obs_dim = 18 + 6 * self.k_neighbours + self.num_beams
+        self.action_spec = {
+            "names": [f"{d}_m{j}" for d in drone_names(self.num_drones) for j in range(1, 5)],
+            "offset": [0.5] * self.num_actions,
+            "scale": [0.5] * self.num_actions,
+            "low": [0.0] * self.num_actions,
+            "high": [1.0] * self.num_actions,
+        }
+        self.obs_layout = self._obs_layout()
+        # BatchedEnv loads task.model_path from disk: write the generated MJCF once per configuration
+        xml = build_mjcf(self.scene)
+        path = Path(tempfile.gettempdir()) / "robot_rl_scenes" / f"crazyflie_swarm_{abs(hash(xml)) % 10**12}.xml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.write_text(xml)
+        self.model_path = path
+
+    def _obs_layout(self) -> list[dict]:
+        """Per-drone terms, repeated for each drone (drone-major); informational until the deploy runtime
+        learns per-drone layouts (see the task docstring)."""
+        terms = [("position_error", 3), ("velocity_error", 3), ("rotation", 9), ("angular_velocity", 3)]
+        terms += [(f"neighbour{j}_{q}", 3) for j in range(self.k_neighbours) for q in ("dp", "dv")]
+        terms += [("tof", self.num_beams)]
+        return [{"name": n, "dim": d, "per_drone": True, "num_drones": self.num_drones} for n, d in terms]
+
+    # -- setup -----------------------------------------------------------------------------------
+    def attach(self, backend, cfg, rng: torch.Generator) -> None:
+        self.backend, self.cfg, self.rng = backend, cfg, rng
+        m, W, N = backend.model, backend.num_worlds, self.num_drones
+        self.W = W
+        names = drone_names(N)
+        self.body_ids = [m.body(n).id for n in names]
+        self.qadr = torch.tensor([int(m.jnt_qposadr[m.body_jntadr[b]]) for b in self.body_ids])
+        self.vadr = torch.tensor([int(m.jnt_dofadr[m.body_jntadr[b]]) for b in self.body_ids])
+        self.qidx = self.qadr.unsqueeze(1) + torch.arange(7)  # (N, 7)
+        self.vidx = self.vadr.unsqueeze(1) + torch.arange(6)
+        obstacle_bodies = [f"column{i}" for i in range(self.scene.max_columns)]
+        obstacle_bodies += [f"wallseg{i}" for i in range(self.scene.max_wall_segments)]
+        self.obstacle_mocap = torch.tensor([int(m.body_mocapid[m.body(n).id]) for n in obstacle_bodies])
+        self.mocap_pos = torch.from_numpy(backend.batch.bind("mocap_pos"))
+        self.mocap_quat = torch.from_numpy(backend.batch.bind("mocap_quat"))
+        self.nominal_mass = float(m.body_mass[self.body_ids[0]])
+        self.dr = cfg.randomization != "none"
+        if self.dr:
+            self.body_mass = backend.expand("body_mass")
+        self.mass = torch.full((W, N), self.nominal_mass, dtype=torch.float64)
+        self.kf_scale = torch.ones(W, N, dtype=torch.float64)
+        self.sensors = RangeSensors(self.sensor_cfg, W, self.body_ids, self.control_dt, rng,
+                                    sensors_per_drone=4 if self.tof == "vl53l5cx_row" else 5)  # fmt: skip
+        z = lambda *s: torch.zeros(W, N, *s, dtype=torch.float64)  # noqa: E731
+        self.layout = Layout(torch.zeros(W, self.scene.max_columns, 3, dtype=torch.float64),
+                             torch.zeros(W, self.scene.max_wall_segments, 5, dtype=torch.float64))  # fmt: skip
+        self.goal = z(3)
+        self.planner = MinJerkGoto(z(3), z(3), torch.ones(W, N, dtype=torch.float64))
+        self.t = torch.zeros(W, dtype=torch.float64)
+        self.action, self.prev_action = z(4), z(4)
+        self.gains = TrackingGains()
+        self.cbf = CbfParams()
+        # neighbour broadcasts: a ring of past (pos, vel) per drone, the last delivered snapshot
+        self.lat_steps = int(round(self.neighbour_latency_s / self.control_dt))
+        self.bcast_every = max(1, int(round(1.0 / (self.neighbour_rate_hz * self.control_dt))))
+        self.history = torch.zeros(self.lat_steps + 1, W, N, 6, dtype=torch.float64)
+        self.received = z(6)
+        # episode statistics
+        self.hold_steps = torch.zeros(W, N, dtype=torch.long)
+        self.reached_t = torch.full((W, N), math.nan, dtype=torch.float64)
+        self.obst_collided = torch.zeros(W, N, dtype=torch.bool)
+        self.neigh_collided = torch.zeros(W, N, dtype=torch.bool)
+        self.crashed = torch.zeros(W, N, dtype=torch.bool)
+        self.in_obst_contact = torch.zeros(W, N, dtype=torch.bool)
+        self.in_neigh_contact = torch.zeros(W, N, dtype=torch.bool)
+        self.speed_sum = z()
+        self.speed_steps = z()
+        self.pos_3s_ago = torch.zeros(int(3.0 / self.control_dt), W, N, 3, dtype=torch.float64)
+        self.step_count = torch.zeros(W, dtype=torch.long)
+        self.last_raw: dict[str, torch.Tensor] = {}
+        self.scene_counter = 0
+
+    # -- state access ----------------------------------------------------------------------------
+    @property
+    def pos(self) -> torch.Tensor:
+        return self.backend.qpos[:, self.qidx[:, 0:3]]
+
+    @property
+    def quat(self) -> torch.Tensor:
+        return self.backend.qpos[:, self.qidx[:, 3:7]]
+
+    @property
+    def vel(self) -> torch.Tensor:
+        return self.backend.qvel[:, self.vidx[:, 0:3]]
+
+    @property
+    def omega(self) -> torch.Tensor:
+        return self.backend.qvel[:, self.vidx[:, 3:6]]
+
+    # -- resets ----------------------------------------------------------------------------------
+    def _scene_indices(self, k: int) -> list[int]:
+        if self.scene_set == "test":
+            first = HELD_OUT_BASE + self.scene_offset + self.scene_counter
+            self.scene_counter += k
+            return list(range(first, first + k))
+        return torch.randint(0, HELD_OUT_BASE, (k,), generator=self.rng).tolist()
+
+    def _strip_positions(self, k: int, y_sign: torch.Tensor, gen: np.random.Generator) -> torch.Tensor:
+        """N distinct slots 0.5 m apart in the start (or goal) strip of each world, with 5 cm jitter."""
+        lx, ly, sm = self.scene.room[0] / 2, self.scene.room[1] / 2, self.scene.start_margin
+        xs = np.arange(-lx + 0.5, lx - 0.45, 0.5)
+        ys = np.arange(ly - sm + 0.3, ly - 0.3, 0.5)
+        slots = np.stack(np.meshgrid(xs, ys, indexing="ij"), -1).reshape(-1, 2)
+        pick = np.stack([gen.choice(len(slots), self.num_drones, replace=False) for _ in range(k)])
+        xy = torch.from_numpy(slots[pick] + gen.uniform(-0.05, 0.05, (k, self.num_drones, 2)))
+        xy[..., 1] *= y_sign.unsqueeze(1)
+        zc = self.scene.fly_height + torch.from_numpy(gen.uniform(-0.15, 0.15, (k, self.num_drones, 1)))
+        return torch.cat([xy, zc], dim=-1)
+
+    def reset_worlds(self, ids: torch.Tensor) -> None:
+        b, k, N = self.backend, len(ids), self.num_drones
+        scenes = self._scene_indices(k)
+        for w, s in zip(ids.tolist(), scenes, strict=True):  # a reset-time loop over the reset worlds only
+            lay = sample_layouts(self.scene, 1, np.random.default_rng(s))
+            self.layout.columns[w], self.layout.walls[w] = lay.columns[0], lay.walls[0]
+        write_layout(Layout(self.layout.columns[ids], self.layout.walls[ids]), ids, self.mocap_pos, self.mocap_quat,
+                     self.scene, self.obstacle_mocap)  # fmt: skip
+        gen = np.random.default_rng([int(s) for s in scenes] + [7])  # starts and goals follow the scene index
+        y_sign = torch.from_numpy(np.where(gen.random(k) < 0.5, -1.0, 1.0))
+        start = self._strip_positions(k, y_sign, gen)
+        goal = self._strip_positions(k, -y_sign, gen)
+        qpos = b.qpos[ids]
+        qpos[:, self.qidx[:, 0:3]] = start
+        qpos[:, self.qidx[:, 3:7]] = torch.tensor([1.0, 0, 0, 0], dtype=torch.float64)
+        b.qpos[ids] = qpos
+        qvel = b.qvel[ids]
+        qvel[:, self.vidx] = 0.0
+        b.qvel[ids] = qvel
+        speed = (self.speed_mean + self.speed_std * torch.randn(k, N, generator=self.rng, dtype=torch.float64)).clamp(
+            *self.speed_range
+        )
+        self.goal[ids] = goal
+        self.planner.replan(ids, start, goal, speed)
+        if self.dr:
+            mass = self.nominal_mass * (0.9 + 0.3 * torch.rand(k, N, generator=self.rng, dtype=torch.float64))
+            self.mass[ids] = mass
+            bm = self.body_mass[ids]
+            bm[:, self.body_ids] = mass
+            self.body_mass[ids] = bm
+            self.kf_scale[ids] = 0.85 + 0.35 * torch.rand(k, N, generator=self.rng, dtype=torch.float64)
+            b.set_const()
+        self.t[ids] = 0.0
+        self.step_count[ids] = 0
+        self.action[ids] = 0.0
+        self.prev_action[ids] = 0.0
+        state = torch.cat([start, torch.zeros_like(start)], dim=-1)
+        self.history[:, ids] = state
+        self.received[ids] = state
+        for buf in (self.hold_steps, self.speed_steps, self.speed_sum):
+            buf[ids] = 0
+        self.reached_t[ids] = math.nan
+        for buf in (self.obst_collided, self.neigh_collided, self.crashed, self.in_obst_contact,
+                    self.in_neigh_contact):  # fmt: skip
+            buf[ids] = False
+        self.pos_3s_ago[:, ids] = start
+        self.sensors.reset(ids)
+        self._refresh(advance=False)
+
+    # -- stepping --------------------------------------------------------------------------------
+    def command(self, a: torch.Tensor) -> torch.Tensor:
+        """Policy actions (W, 4 N) in [-1, 1] -> motor commands (W, N, 4) in [0, 1]."""
+        return (0.5 + 0.5 * a.reshape(-1, self.num_drones, 4)).clamp(0.0, 1.0)
+
+    def apply_actions(self, actions: torch.Tensor) -> None:
+        self.prev_action = self.action
+        self.action = actions.to(torch.float64).reshape(-1, self.num_drones, 4)
+        self.apply_motor_commands(self.command(actions))
+
+    def apply_motor_commands(self, cmd: torch.Tensor) -> None:
+        """Fly one control period with motor commands (W, N, 4) in [0, 1] (baselines call this directly)."""
+        self.backend.ctrl[:] = (cmd * 0.15 * self.kf_scale.unsqueeze(-1)).reshape(self.W, -1)
+        self.backend.step(self.substeps)
+        self.t += self.control_dt
+        self.step_count += 1
+        self._update_status()
+        self._refresh(advance=True)
+
+    def interval_events(self, step: torch.Tensor) -> None:
+        pass  # no pushes: collisions with the clutter and neighbours are disturbance enough
+
+    def obstacle_geometry(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Horizontal surface distance (W, N, K) and outward normals (W, N, K, 2) to every obstacle slot,
+        including the room walls as four extra obstacles."""
+        p = self.pos[..., 0:2]
+        dist, normal = obstacle_distance(self.layout, p, self.scene.wall_thickness, self.scene.column_diameter / 2)
+        lx, ly = self.scene.room[0] / 2, self.scene.room[1] / 2
+        room_d = torch.stack([lx - p[..., 0], p[..., 0] + lx, ly - p[..., 1], p[..., 1] + ly], dim=-1)
+        room_n = torch.tensor([[-1.0, 0], [1, 0], [0, -1], [0, 1]], dtype=p.dtype).expand(*p.shape[:2], 4, 2)
+        return torch.cat([dist, room_d], -1), torch.cat([normal, room_n], 2)
+
+    def neighbour_geometry(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """True centre distances (W, N, N) (inf on the diagonal), unit vectors from j to i, and v_i - v_j."""
+        p, v = self.pos, self.vel
+        dp = p.unsqueeze(2) - p.unsqueeze(1)
+        d = dp.norm(dim=-1) + torch.diag(torch.full((self.num_drones,), math.inf, dtype=p.dtype))
+        return d, dp / d.clamp(min=1e-9).unsqueeze(-1), v.unsqueeze(2) - v.unsqueeze(1)
+
+    def _update_status(self) -> None:
+        p, v = self.pos, self.vel
+        d_obs, _ = self.obstacle_geometry()
+        self.min_obst = d_obs.min(dim=-1).values
+        d_nb, _, _ = self.neighbour_geometry()
+        self.min_neigh = d_nb.min(dim=-1).values
+        self.in_obst_contact = self.min_obst < OBSTACLE_HIT
+        self.in_neigh_contact = self.min_neigh < NEIGHBOUR_HIT
+        self.obst_collided |= self.in_obst_contact
+        self.neigh_collided |= self.in_neigh_contact
+        q = self.quat
+        rzz = 1 - 2 * (q[..., 1] ** 2 + q[..., 2] ** 2)
+        self.crashed |= (rzz < 0.0) | (p[..., 2] < 0.05) | (p[..., 2] > self.scene.height)
+        err = (p - self.goal).norm(dim=-1)
+        self.goal_err = err
+        self.hold_steps = torch.where(err < self.success_radius, self.hold_steps + 1, 0)
+        hold = int(round(self.success_hold_s / self.control_dt))
+        newly = (self.hold_steps == hold) & torch.isnan(self.reached_t)
+        self.reached_t = torch.where(newly, self.t.unsqueeze(1) - self.success_hold_s, self.reached_t)
+        flying = torch.isnan(self.reached_t)
+        self.speed_sum += v.norm(dim=-1) * flying
+        self.speed_steps += flying.double()
+        slot = int(self.step_count[0]) % self.pos_3s_ago.shape[0]  # ring slot (episodes may be staggered;
+        self.displacement_3s = (p - self.pos_3s_ago[slot]).norm(dim=-1)  # then this is a 3 s window anyway)
+        self.pos_3s_ago[slot] = p
+
+    def _refresh(self, advance: bool) -> None:
+        """Setpoint, broadcasts, ToF and the raw state the policy sees, once per control step."""
+        self.sp_pos, self.sp_vel, self.sp_acc = self.planner.setpoint(self.t)
+        state = torch.cat([self.pos, self.vel], dim=-1)
+        if advance:
+            self.history = torch.roll(self.history, 1, dims=0)
+            self.history[0] = state
+            due = (self.step_count % self.bcast_every) == 0
+            self.received = torch.where(due.view(-1, 1, 1), self.history[self.lat_steps], self.received)
+        self.tof = self.sensors.read(self.backend.batch, self.pos, self.quat, advance=advance).clone()
+        self.last_raw = {
+            "position": self.pos.clone(),
+            "velocity": self.vel.clone(),
+            "rotation": quat_wxyz_to_rotmat(self.quat).flatten(-2),
+            "angular_velocity": self.omega.clone(),
+        }
+
+    # -- observations and rewards ----------------------------------------------------------------
+    def _per_drone_obs(self, raw: dict[str, torch.Tensor]) -> torch.Tensor:
+        N, k = self.num_drones, self.k_neighbours
+        own = torch.cat([raw["position"], raw["velocity"]], -1)
+        rel = self.received.unsqueeze(1) - own.unsqueeze(2)  # (W, i, j, 6): j's broadcast relative to i
+        dist = rel[..., 0:3].norm(dim=-1) + torch.diag(torch.full((N,), math.inf, dtype=rel.dtype))
+        kk = min(k, N - 1)
+        idx = torch.topk(dist, kk, dim=-1, largest=False).indices
+        nb = torch.gather(rel, 2, idx.unsqueeze(-1).expand(*idx.shape, 6))
+        if kk < k:  # pad: neighbours far away and still
+            pad = torch.zeros(*nb.shape[:2], k - kk, 6, dtype=nb.dtype)
+            pad[..., 0:3] = FAR
+            nb = torch.cat([nb, pad], 2)
+        self_terms = [raw["position"] - self.sp_pos, raw["velocity"] - self.sp_vel, raw["rotation"],
+                      raw["angular_velocity"]]  # fmt: skip
+        return torch.cat(self_terms + [nb.flatten(-2), self.tof], dim=-1)
+
+    def observations(self) -> dict[str, torch.Tensor]:
+        raw = dict(self.last_raw)
+        if self.cfg.obs_noise:
+            for key, std in OBS_NOISE_STD.items():
+                raw[key] = raw[key] + std * torch.randn(raw[key].shape, generator=self.rng, dtype=torch.float64)
+        policy = self._per_drone_obs(raw).reshape(self.W, -1).float()
+        critic = [self._per_drone_obs(self.last_raw).reshape(self.W, -1)]
+        critic.append(self.min_obst_clipped().reshape(self.W, -1))  # privileged: true clearances
+        return {"policy": policy, "critic": torch.cat(critic, -1).float()}
+
+    def min_obst_clipped(self) -> torch.Tensor:
+        return getattr(self, "min_obst", torch.full((self.W, self.num_drones), 2.0)).clamp(max=2.0)
+
+    def safe_command(self) -> torch.Tensor:
+        """The CBF-filtered planner command in motor units (W, N, 4): stage 1's safety guide."""
+        acc = tracking_acceleration(self.pos, self.vel, self.sp_pos, self.sp_vel, self.sp_acc, self.gains)
+        d_obs, n_obs = self.obstacle_geometry()
+        d_nb, n_nb, dv = self.neighbour_geometry()
+        dist = torch.cat([d_obs - self.cbf.safe_distance, d_nb - self.cbf.neighbour_distance], -1)
+        normal = torch.cat([n_obs, n_nb[..., 0:2]], 2)
+        rel_v = torch.cat([self.vel[..., 0:2].unsqueeze(2).expand(*n_obs.shape), dv[..., 0:2]], 2)
+        acc = acc.clone()
+        acc[..., 0:2] = cbf_filter(acc[..., 0:2], dist, normal, rel_v, self.cbf, self.gains.max_acc)
+        rot = quat_wxyz_to_rotmat(self.quat)
+        return accel_to_motors(acc, rot, self.omega, self.mass, self.gains, self.kf_scale)
+
+    def reward_terms(self) -> dict[str, torch.Tensor]:
+        w, p = self.rewards, self.pos
+        d_sp = (p - self.sp_pos).norm(dim=-1)
+        hit_n = NEIGHBOUR_HIT
+        terms = {
+            "setpoint": w.setpoint * torch.exp(-d_sp / 0.3),
+            "goal": w.goal * torch.exp(-self.goal_err / 0.5),
+            "velocity_tracking": w.velocity_tracking * ((self.vel - self.sp_vel) ** 2).sum(-1),
+            "effort": w.effort * self.action.norm(dim=-1),
+            "angular_velocity": w.angular_velocity * (self.omega**2).sum(-1),
+            "obstacle_collision": w.obstacle_collision * self.in_obst_contact.double(),
+            "obstacle_proximity": w.obstacle_proximity * ((0.5 - self.min_obst) / 0.45).clamp(0.0, 1.0),
+            "neighbour_collision": w.neighbour_collision * self.in_neigh_contact.double(),
+            "neighbour_proximity": w.neighbour_proximity * ((2 * hit_n - self.min_neigh) / hit_n).clamp(0.0, 1.0),
+            "crash": w.crash * self.crashed.double(),
+        }
+        if w.safety_guide != 0.0:
+            safe = 2.0 * self.safe_command() - 1.0  # policy units
+            terms["safety_guide"] = w.safety_guide * (self.action - safe).norm(dim=-1)
+        return {k: v.mean(dim=1) for k, v in terms.items()}  # team mean
+
+    def terminated(self) -> torch.Tensor:
+        return self.crashed.any(dim=1)
+
+    def drone_outcome(self) -> dict[str, torch.Tensor]:
+        """Per-drone episode metrics (W, N) at the current step (call at the episode's end)."""
+        collided = self.obst_collided | self.neigh_collided | self.crashed
+        success = ~torch.isnan(self.reached_t) & ~collided
+        deadlock = ~success & ~collided & (self.goal_err > self.success_radius) & (self.displacement_3s < 0.3)
+        return {
+            "success": success.double(),
+            "obstacle_collision": (self.obst_collided | self.crashed).double(),
+            "neighbour_collision": self.neigh_collided.double(),
+            "time_to_goal_s": torch.where(success, self.reached_t, math.nan),
+            "mean_speed": self.speed_sum / self.speed_steps.clamp(min=1),
+            "deadlock": deadlock.double(),
+            "final_goal_error_m": self.goal_err.clone(),
+        }
+
+    def episode_outcome(self, ids: torch.Tensor, time_outs: torch.Tensor) -> dict[str, torch.Tensor]:
+        out = {k: v[ids] for k, v in self.drone_outcome().items()}
+        result = {k: v.mean(dim=1) for k, v in out.items() if k != "time_to_goal_s"}
+        result["time_to_goal_s"] = torch.nan_to_num(out["time_to_goal_s"].nanmean(dim=1), nan=0.0)
+        return result
+
+    def controller_state(self) -> list[torch.Tensor]:
+        return [self.action, self.received, self.history.flatten(0, 1), self.sensors.held, self.t]
