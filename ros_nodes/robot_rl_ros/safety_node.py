@@ -157,6 +157,8 @@ class SafetyNode(Node):
         now = self.now()
         cmd = self.sup.step(now)
         self.cmd_pub.publish(rpyt_to_twist(cmd))
+        if cmd[3] == 0.0 and self.cmd_pub.get_subscription_count() > 0:
+            self.sup.note_unlock_delivered(now)
         self.last_pub_time = now
         self._after_input()
 

@@ -38,6 +38,8 @@ class SupervisorConfig:
     landed_z_m: float = 0.05
     auto_arm: bool = True
     action_dim: int = 4
+    # zero-thrust setpoints that must reach the robot before arming (the firmware's thrust lock)
+    unlock_setpoints: int = 10
 
 
 @dataclass
@@ -68,7 +70,7 @@ class SafetySupervisor:
         self.last_cmd_time: float | None = None
         # The firmware ignores thrust until it has seen a zero-thrust setpoint (thrust lock), so we
         # never arm before at least one disarmed, zero-thrust command has gone out.
-        self.unlock_sent = False
+        self.unlock_sent = 0  # zero-thrust setpoints delivered to a listening robot
         self.events: list[Intervention] = []
         self.counts: dict[str, int] = {
             "action.nonfinite": 0,
@@ -125,8 +127,8 @@ class SafetySupervisor:
 
     def arm_blockers(self, now: float) -> list[str]:
         out = list(self.prearm_problems)
-        if not self.unlock_sent:
-            out.append("zero-thrust unlock setpoint not sent yet")
+        if self.unlock_sent < self.cfg.unlock_setpoints:
+            out.append(f"zero-thrust unlock setpoints sent: {self.unlock_sent}/{self.cfg.unlock_setpoints}")
         if not self.state_in.fresh(now):
             out.append(f"state not fresh (age {self.state_in.age(now):.2f} s)")
         if self.action_time is None or now - self.action_time > self.cfg.command_timeout_s:
@@ -154,7 +156,8 @@ class SafetySupervisor:
             cmd = self.fallback.land(fresh_state)
         else:  # DISARMED streams zero thrust, which is also the firmware's thrust unlock
             cmd = MOTORS_OFF.copy()
-            self.unlock_sent = self.mode == Mode.DISARMED or self.unlock_sent
+            # counted by the caller once delivered (note_unlock_delivered): a setpoint sent before the
+            # robot's subscriber exists is lost, and the firmware would then stay locked
         if self.mode in (Mode.HOVER, Mode.LAND):
             # Fallback commands still pass the box and tilt limits (not the rate limit: it would delay them).
             cmd, _ = L.clip_box(cmd, self.cfg.limits.low, self.cfg.limits.high)
@@ -164,6 +167,15 @@ class SafetySupervisor:
         self.last_cmd, self.last_cmd_time = cmd, now
         self.counts["commands"] += 1
         return cmd
+
+    def note_unlock_delivered(self, now: float) -> None:
+        """The caller published a disarmed zero-thrust command to at least one subscriber.
+
+        Counted only while the robot's state is fresh: a robot that is talking has its command
+        subscriber up, so the setpoint really reached it (a subscriber count alone can be a logger).
+        """
+        if self.mode == Mode.DISARMED and self.state_in.fresh(now):
+            self.unlock_sent += 1
 
     def _filter(self, action: np.ndarray, now: float) -> np.ndarray:
         lim = self.cfg.limits

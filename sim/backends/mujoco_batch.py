@@ -15,7 +15,7 @@ import mujoco.batch
 import numpy as np
 import torch
 
-STATE_FIELDS = ("qpos", "qvel", "act", "ctrl", "time", "xfrc_applied", "qacc_warmstart")
+STATE_FIELDS = ("qpos", "qvel", "act", "ctrl", "time", "xfrc_applied", "qacc_warmstart", "mocap_pos", "mocap_quat")
 
 
 class ModelError(ValueError):

@@ -148,8 +148,8 @@ class CrazyflieSwarm:
         obstacle_bodies = [f"column{i}" for i in range(self.scene.max_columns)]
         obstacle_bodies += [f"wallseg{i}" for i in range(self.scene.max_wall_segments)]
         self.obstacle_mocap = torch.tensor([int(m.body_mocapid[m.body(n).id]) for n in obstacle_bodies])
-        self.mocap_pos = torch.from_numpy(backend.batch.bind("mocap_pos"))
-        self.mocap_quat = torch.from_numpy(backend.batch.bind("mocap_quat"))
+        self.mocap_pos = backend.mocap_pos
+        self.mocap_quat = backend.mocap_quat
         self.nominal_mass = float(m.body_mass[self.body_ids[0]])
         self.dr = cfg.randomization != "none"
         if self.dr:

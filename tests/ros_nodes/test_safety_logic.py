@@ -79,7 +79,9 @@ def armed(now=0.0, **cfg):
     sup = SafetySupervisor(SupervisorConfig(**cfg), [])
     sup.on_state(state(), now, now)
     sup.on_action(np.array([0.0, 0.0, 0.0, 38000.0]), now)
-    assert np.all(sup.step(now) == 0.0) and sup.mode == Mode.DISARMED  # the thrust-unlock setpoint
+    for _ in range(sup.cfg.unlock_setpoints):  # the thrust-unlock setpoints, delivered
+        assert np.all(sup.step(now) == 0.0) and sup.mode == Mode.DISARMED
+        sup.note_unlock_delivered(now)
     sup.step(now)
     assert sup.mode == Mode.ACTIVE
     return sup
@@ -90,8 +92,14 @@ def test_first_command_is_the_zero_thrust_unlock_even_with_fresh_inputs():
     sup.on_state(state(), 0.0, 0.0)
     sup.on_action(np.array([0.0, 0.0, 0.0, 38000.0]), 0.0)
     assert "unlock" in sup.arm(0.0)
-    first = sup.step(0.0)
-    assert first[3] == 0.0 and sup.mode == Mode.DISARMED
+    for _ in range(20):  # nobody listening yet: zero thrust, never armed
+        assert sup.step(0.0)[3] == 0.0 and sup.mode == Mode.DISARMED
+    stale = SafetySupervisor(SupervisorConfig(), [])
+    stale.note_unlock_delivered(0.0)  # no state from the robot yet: not counted
+    assert stale.unlock_sent == 0
+    for _ in range(sup.cfg.unlock_setpoints):
+        assert sup.step(0.0)[3] == 0.0 and sup.mode == Mode.DISARMED
+        sup.note_unlock_delivered(0.0)
     assert sup.step(0.01)[3] > 0.0 and sup.mode == Mode.ACTIVE
 
 
