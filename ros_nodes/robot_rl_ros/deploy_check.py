@@ -79,6 +79,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--action-mode", default=SAFETY["action_mode"])
     ap.add_argument("--action-dim", type=int, default=SAFETY["action_dim"])
     ap.add_argument("--seconds", type=float, default=2.0, help="how long to listen (default 2 s)")
+    ap.add_argument(
+        "--discovery-timeout", type=float, default=5.0, help="wait up to this long for the topics to appear (s)"
+    )
     ap.add_argument("--max-age", type=float, default=SAFETY["state_max_age_s"], help="stamp age limit, s")
     ap.add_argument("--use-sim-time", action="store_true", help="judge stamps against /clock")
     ap.add_argument("--domain-id", type=int, default=None, help="default: ROS_DOMAIN_ID")
@@ -227,6 +230,12 @@ def run_check(args) -> Report:
                 s.nonfinite += not all(np.all(np.isfinite(v)) for v in s.last.values())
 
             node.create_subscription(msg_type, topic, cb, qos.SENSOR)
+        # DDS discovery of a fresh participant takes a variable 0.1-2 s: wait for the robot's topics
+        # to appear (bounded) before the listening window starts, so the rates are measured fairly.
+        names = [_resolve(args.namespace, topic) for topic, _, _ in inputs]
+        t_disc = time.monotonic() + args.discovery_timeout
+        while time.monotonic() < t_disc and not all(node.get_publishers_info_by_topic(n) for n in names):
+            ex.spin_once(timeout_sec=0.05)
         t_end = time.monotonic() + args.seconds
         while time.monotonic() < t_end:
             ex.spin_once(timeout_sec=0.01)
