@@ -65,12 +65,16 @@ def main() -> None:
 
     t_env_pol = time_it(step_with_policy, steps)
 
-    # raw mujoco.batch: same model, same 5 substeps per control step, controls written, nothing else
+    # raw mujoco.batch: same model, same 5 substeps per control step, controls written, nothing else;
+    # started from the env's own start states (a quarter rest on the floor, with contacts)
     model = mujoco.MjModel.from_xml_path(str(MODEL_PATH))
     batch = mujoco.batch.Batch(model, n, nthread=0)
     ctrl = batch.bind("ctrl")
     ctrl[:] = 0.066
-    batch.bind("qpos")[:, 2] = 1.0
+    start = BatchedEnv(make_task("crazyflie_hover"), EnvConfig(num_worlds=n, nthread=0))
+    batch.bind("qpos")[:] = start.backend.qpos.numpy()
+    batch.bind("qvel")[:] = start.backend.qvel.numpy()
+    batch.forward()
 
     def raw_step():
         for _ in range(task.substeps):

@@ -9,10 +9,11 @@ from __future__ import annotations
 import torch
 
 
-def quat_xyzw_to_rotmat_flat(q: torch.Tensor) -> torch.Tensor:
+def quat_xyzw_to_rotmat(q: torch.Tensor) -> torch.Tensor:
+    """(..., 4) scalar-last unit quaternions -> (..., 3, 3) body-to-world rotation matrices."""
     q = q / q.norm(dim=-1, keepdim=True)
     x, y, z, w = q.unbind(-1)
-    return torch.stack(
+    r = torch.stack(
         [
             1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
             2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
@@ -20,20 +21,22 @@ def quat_xyzw_to_rotmat_flat(q: torch.Tensor) -> torch.Tensor:
         ],
         dim=-1,
     )  # fmt: skip
+    return r.reshape(q.shape[:-1] + (3, 3))
 
 
-def to_body(v: torch.Tensor, q_xyzw: torch.Tensor) -> torch.Tensor:
-    """World-frame vector expressed in the body frame (R^T v)."""
-    r = quat_xyzw_to_rotmat_flat(q_xyzw).reshape(q_xyzw.shape[:-1] + (3, 3))
-    return torch.einsum("...ji,...j->...i", r, v)
+def to_body(v: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
+    """World-frame vector expressed in the body frame (R^T v), given R (..., 3, 3)."""
+    return (rot * v.unsqueeze(-1)).sum(dim=-2)
 
 
+# Each op gets its inputs and a function that returns the rotation matrix of a quaternion input
+# (computed once per build: several terms of one layout use the same attitude).
 OPS = {
-    "identity": lambda a: a,
-    "difference": lambda a, b: a - b,
-    "rotmat_from_quat_xyzw": quat_xyzw_to_rotmat_flat,
-    "body_frame": to_body,
-    "body_frame_difference": lambda a, b, q: to_body(a - b, q),
+    "identity": lambda rot, a: a,
+    "difference": lambda rot, a, b: a - b,
+    "rotmat_from_quat_xyzw": lambda rot, q: rot(q).flatten(-2),
+    "body_frame": lambda rot, v, q: to_body(v, rot(q)),
+    "body_frame_difference": lambda rot, a, b, q: to_body(a - b, rot(q)),
 }
 
 
@@ -42,9 +45,16 @@ def layout_size(layout: list[dict]) -> int:
 
 
 def build_observation(layout: list[dict], raw: dict[str, torch.Tensor]) -> torch.Tensor:
+    cache: dict[int, torch.Tensor] = {}
+
+    def rot(q: torch.Tensor) -> torch.Tensor:
+        if id(q) not in cache:
+            cache[id(q)] = quat_xyzw_to_rotmat(q)
+        return cache[id(q)]
+
     parts = []
     for t in layout:
-        v = OPS[t["op"]](*(raw[k] for k in t["inputs"])) * float(t.get("scale", 1.0))
+        v = OPS[t["op"]](rot, *(raw[k] for k in t["inputs"])) * float(t.get("scale", 1.0))
         c = float(t.get("clip", float("inf")))
         parts.append(v.clamp(-c, c))
     return torch.cat(parts, dim=-1).float()

@@ -84,9 +84,13 @@ class MujocoBatchBackend:
             self._expanded[field] = torch.from_numpy(self.batch.expand(field))
         return self._expanded[field]
 
-    def set_const(self) -> None:
-        """Recompute derived constants after changing masses or inertias."""
-        self.batch.set_const()
+    def set_const(self, ids: torch.Tensor | np.ndarray | None = None) -> None:
+        """Recompute derived constants after changing masses or inertias (of these worlds, or all)."""
+        if ids is not None:
+            ids = np.asarray(ids.cpu() if isinstance(ids, torch.Tensor) else ids, dtype=np.int64)
+            if ids.size == 0:
+                return
+        self.batch.set_const(ids)
 
     # -- inspection -------------------------------------------------------------------------
     def state_hash(self) -> str:

@@ -319,7 +319,7 @@ class ArmTask:
         if self.cfg.action_latency:
             lo, hi = d["latency_substeps"]
             self.latency[ids] = torch.randint(lo, hi + 1, (k,), generator=self.rng)
-        self.backend.set_const()
+        self.backend.set_const(ids)
 
     def _layout(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Object xy (k, 4, 2) in the two near rows and destination xy (k, 2, 2) in the far row.

@@ -222,7 +222,7 @@ class CrazyflieHover:
         lo, hi = d["latency_substeps"]
         if self.cfg.action_latency:
             self.latency[ids] = torch.randint(lo, hi + 1, (len(ids),), generator=self.rng)
-        self.backend.set_const()
+        self.backend.set_const(ids)  # only the re-randomized worlds: it costs ~1.6 ms for 1024
 
     def sample_goals(self, ids: torch.Tensor) -> None:
         self.goal_pos[ids] = torch.tensor(self.goal, dtype=torch.float64)

@@ -255,7 +255,7 @@ class CrazyflieSwarm:
             bm[:, self.body_ids] = mass
             self.body_mass[ids] = bm
             self.kf_scale[ids] = 0.85 + 0.35 * torch.rand(k, N, generator=self.rng, dtype=torch.float64)
-            b.set_const()
+            b.set_const(ids)
         self.t[ids] = 0.0
         self.step_count[ids] = 0
         self.action[ids] = 0.0

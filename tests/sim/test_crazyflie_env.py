@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from sim.env import BatchedEnv, EnvConfig
-from sim.observation_layout import to_body
+from sim.observation_layout import quat_xyzw_to_rotmat, to_body
 from sim.tasks import make_task
 
 
@@ -81,8 +81,9 @@ def test_domain_randomization_is_per_world():
 
 def _pd_rpyt(env):
     raw = env.task.raw_state(noisy=False)
-    e = to_body(raw["goal"] - raw["position"], raw["quaternion"])
-    v = to_body(raw["velocity"], raw["quaternion"])
+    rot = quat_xyzw_to_rotmat(raw["quaternion"])
+    e = to_body(raw["goal"] - raw["position"], rot)
+    v = to_body(raw["velocity"], rot)
     pitch = (12 * e[:, 0] - 8 * v[:, 0]).clamp(-25, 25)  # positive pitch: nose down, accelerate forward
     roll = -(12 * e[:, 1] - 8 * v[:, 1]).clamp(-25, 25)  # positive roll: right side down, accelerate to -y
     thrust = 39000 + 20000 * e[:, 2] - 9000 * v[:, 2]
