@@ -30,5 +30,8 @@ def test_takeoff_reach_and_hold(bundle, lockstep, tol):
     assert r["finished"], r
     assert r["mode"] == "ACTIVE", (r["mode"], r["reason"], r["interventions"][:6])
     assert r["hold_max_error_m"] <= tol, r
-    assert r["commands_nonfinite"] == 0 and r["max_command_gap_s"] < 0.1, r
+    # Lock-step measures the stream on simulated time: >= 10 Hz. On the wall clock a loaded CI machine
+    # can stall a process for a few hundred ms (the watchdogs above are widened to 0.5 s to match).
+    max_gap = 0.1 if lockstep else 0.5
+    assert r["commands_nonfinite"] == 0 and r["max_command_gap_s"] < max_gap, r
     assert np.isfinite(r["final_error_m"])
