@@ -79,20 +79,20 @@ class BatchedEnv:
         extras: dict = {"time_outs": time_outs, "episode": {}}
         done_ids = dones.nonzero().flatten()
         if done_ids.numel():
-            extras["episode"] = self._episode_log(done_ids, terminated, time_outs)
-            extras["final"] = self.task.episode_outcome(done_ids, time_outs)
-            extras["final"]["ids"] = done_ids
+            outcome = self.task.episode_outcome(done_ids, time_outs)
+            extras["episode"] = self._episode_log(done_ids, terminated, outcome)
+            extras["final"] = dict(outcome, ids=done_ids)
             extras["final"]["terms"] = {k: v[done_ids].clone() for k, v in self._term_sums.items()}
             self._reset_worlds(done_ids)
         return self.get_observations(), reward.float(), dones, extras
 
     # helpers ------------------------------------------------------------------------------------
-    def _episode_log(self, ids: torch.Tensor, terminated: torch.Tensor, time_outs: torch.Tensor) -> dict:
+    def _episode_log(self, ids: torch.Tensor, terminated: torch.Tensor, outcome: dict) -> dict:
         log = {}
         seconds = (self.episode_length_buf[ids].double() * self.task.control_dt).clamp(min=1e-6)
         for name, sums in self._term_sums.items():
             log[f"rew_{name}"] = (sums[ids] / seconds).mean()
-        log.update({f"metric_{k}": v.mean() for k, v in self.task.episode_outcome(ids, time_outs).items()})
+        log.update({f"metric_{k}": v.mean() for k, v in outcome.items()})
         log["terminated_frac"] = terminated[ids].double().mean()
         return log
 

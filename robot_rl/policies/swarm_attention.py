@@ -13,13 +13,15 @@ Observation normalization (mean/std buffers, not parameters) is part of the modu
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import torch
 from torch import nn
 
 SELF_DIM = 18
 
 
-class _PerDrone(nn.Module):
+class _PerDrone(nn.Module, ABC):
     def __init__(self, obs_dim: int, num_drones: int):
         super().__init__()
         self.obs_dim, self.num_drones = obs_dim, num_drones
@@ -31,8 +33,9 @@ class _PerDrone(nn.Module):
         x = (x - self.obs_mean) / self.obs_std
         return self.drone(x).flatten(-2)
 
-    def drone(self, x: torch.Tensor) -> torch.Tensor:  # (..., D) -> (..., 4)
-        raise NotImplementedError
+    @abstractmethod
+    def drone(self, x: torch.Tensor) -> torch.Tensor:
+        """One drone's observation (..., D) -> its four motor commands (..., 4)."""
 
 
 class SwarmAttentionPolicy(_PerDrone):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -210,7 +211,7 @@ class PickPlaceRewards:
 
 
 @dataclass
-class ArmTask:
+class ArmTask(ABC):
     """Shared machinery of the arm tasks; ArmReach, ArmPush and ArmPickPlace add goals and rewards."""
 
     action_mode: str = "ee_pose"
@@ -507,14 +508,17 @@ class ArmTask:
         }
 
     # -- per task --------------------------------------------------------------------------------
+    @abstractmethod
     def _sample_goal(self, ids: torch.Tensor, dest_xy: torch.Tensor) -> None:
-        raise NotImplementedError
+        """Each arm task defines it."""
 
+    @abstractmethod
     def success_now(self) -> torch.Tensor:
-        raise NotImplementedError
+        """Each arm task defines it."""
 
+    @abstractmethod
     def goal_error(self) -> torch.Tensor:
-        raise NotImplementedError
+        """Each arm task defines it."""
 
     def terminated(self) -> torch.Tensor:
         return self.dropped.clone()

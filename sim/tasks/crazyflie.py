@@ -347,13 +347,11 @@ class CrazyflieHover:
             -spec["clip"], spec["clip"]
         )
         raw[spec["name"]] = self.err_int[sel].clone()
-        if ids is None or not self.last_raw:
-            if ids is not None:  # first reset: build full-size buffers first
-                self.last_raw = self.raw_state(noisy=False)
-                self.last_raw[spec["name"]] = self.err_int.clone()
-            else:
-                self.last_raw = raw
-                return
+        if ids is None:
+            self.last_raw = raw
+            return
+        if not self.last_raw:  # the env's first reset: full-size buffers to write the rows into
+            self.last_raw = {k: torch.zeros((self.n,) + v.shape[1:], dtype=v.dtype) for k, v in raw.items()}
         for k, v in raw.items():
             self.last_raw[k][ids] = v
 

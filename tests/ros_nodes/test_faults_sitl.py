@@ -152,7 +152,8 @@ def test_geofence_breach_lands_in_sitl(trained_bundle, limit_ledger, tmp_path):
                 return any(m.startswith("MOTORS_OFF") for _, m in obs.modes)
 
             done = obs.spin_until(motors_off, 150.0)
-            obs.spin_until(lambda: False, 0.3)
+            # the LAND event comes with the next diagnostics message, which may trail the mode topic
+            obs.spin_until(lambda: any(e.startswith("event.LAND") for e in obs.safety_events), 5.0)
         finally:
             watch.close()
             obs.close()
