@@ -36,6 +36,9 @@ PARAMS = {
     "randomize": False,
     "frame_id": "world",
     "clock_offset_s": 1.0,  # ROS time 0 means 'unset' to some tools, so simulated time starts here
+    # Lock-step: hold time (publish nothing) until odom has this many subscribers, so a recorder
+    # or policy that is still being discovered misses no state.
+    "start_after_subscribers": 0,
 }
 
 
@@ -73,7 +76,9 @@ class SimBridge(Node):
         self.crash_reported = False
         self._new_cmd = False
         self._last_step_wall = time.monotonic()
-        self._publish_state()
+        self.started = not p["lockstep"] or int(p["start_after_subscribers"]) <= 0
+        if self.started:
+            self._publish_state()
         if p["lockstep"]:
             # Wall timer (the bridge is the clock source and never uses sim time itself).
             self.create_timer(p["step_timeout_s"], self._on_lockstep_timeout)
@@ -86,7 +91,7 @@ class SimBridge(Node):
     def _on_cmd(self, msg: Twist) -> None:
         self.commands += 1
         self.fw.on_setpoint(twist_to_rpyt(msg), self.sim_time())
-        if self.p["lockstep"]:
+        if self.p["lockstep"] and self.started:
             self._step()  # lock-step: each command advances the world by one step
 
     def _on_emergency(self, request, response):
@@ -95,6 +100,13 @@ class SimBridge(Node):
         return response
 
     def _on_lockstep_timeout(self) -> None:
+        if not self.started:
+            if self.odom_pub.get_subscription_count() < int(self.p["start_after_subscribers"]):
+                return
+            self.started = True
+            self.get_logger().info(f"{self.odom_pub.get_subscription_count()} odom subscribers: time starts")
+            self._publish_state()
+            return
         if time.monotonic() - self._last_step_wall >= self.p["step_timeout_s"]:
             self._step()  # no command: time goes on, as it would for a real drone
 

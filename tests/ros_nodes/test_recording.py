@@ -74,7 +74,8 @@ def test_sitl_flight_recorded_to_mcap(trained_bundle, tmp_path):
             while time.monotonic() < t_end and not all(f"+ {t} " in graph.log("recorder") for t in wanted):
                 obs.spin_until(lambda: False, 0.1)
             obs.spin_until(lambda: False, 0.5)  # the new readers match the writers
-            graph.start("sim_bridge", "sim_bridge", {"lockstep": True})
+            # Time starts once policy, safety, recorder and this observer all read odom.
+            graph.start("sim_bridge", "sim_bridge", {"lockstep": True, "start_after_subscribers": 4})
 
             def flown() -> bool:
                 return len(obs.states) > 1 and obs.states[-1][0] - obs.states[0][0] >= FLIGHT_S
