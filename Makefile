@@ -26,7 +26,7 @@ apt:
 # The constraints file pins torch to the CPU build; `pip check` proves the set is consistent.
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q -c requirements/constraints.txt -e ".[train,dashboard,ros,crazyflie,dev]"
+	$(PIP) install -q -c requirements/constraints.txt -e ".[train,guidance,dashboard,ros,crazyflie,dev]"
 	$(PIP) install -q --no-deps -e ros_nodes
 	$(PIP) check
 	touch $@

@@ -33,7 +33,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from robot_rl.training.checkpoint import CheckpointError
     from sim.backends.mujoco_batch import ModelError
 
-    return (UsageError, ConfigError, BundleError, CheckpointError, ModelError, FileNotFoundError)
+    errors = (UsageError, ConfigError, BundleError, CheckpointError, ModelError, FileNotFoundError)
+    try:  # the guidance extra is optional
+        from robot_rl.guidance.model_client import ModelError as ModelServerError
+    except ImportError:
+        return errors
+    return (*errors, ModelServerError)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -94,6 +94,39 @@ def cmd_train(args: list[str]) -> list[Path]:
     return [train_one(load_config(o)) for o in sweeps]
 
 
+def reward_name(cfg: DictConfig) -> str:
+    if cfg.get("guidance") is not None and cfg.guidance.name == "keypoint":
+        return "keypoint"
+    return str((cfg.task.get("params") or {}).get("reward", "dense"))
+
+
+def guidance_name(cfg: DictConfig) -> str:
+    g = cfg.get("guidance")
+    if g is None or g.name == "none":
+        return "none"
+    return f"{g.name}:{g.backend}" if "backend" in g else str(g.name)
+
+
+def attach_guidance(cfg: DictConfig, env, run_dir: Path | None) -> None:
+    """Keypoint rewards (KAGI) replace the task's reward; guidance artifacts go to <run>/guidance/."""
+    g = cfg.get("guidance")
+    if g is None or g.name == "none":
+        return
+    out = run_dir / "guidance" if run_dir is not None else None
+    if g.name == "keypoint":
+        from robot_rl.guidance.kagi import attach_keypoint_reward, keypoint_config
+
+        try:
+            kcfg = keypoint_config(OmegaConf.to_container(g, resolve=True))
+            summary = attach_keypoint_reward(env, kcfg, float(cfg.algo.gamma), out)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        print(f"keypoint guidance ({kcfg.backend}): {summary['layouts']} layouts, sources {summary['sources']}, "
+              f"{summary['requests']} model requests")  # fmt: skip
+    else:
+        raise ConfigError(f"unknown guidance '{g.name}' (none, keypoint)")
+
+
 def train_one(cfg: DictConfig) -> Path:
     from torch.utils.tensorboard import SummaryWriter
 
@@ -116,12 +149,13 @@ def train_one(cfg: DictConfig) -> Path:
         checkpoint = None
         write_json_atomic(run_dir / "meta.json", {
             "run_name": name, "task": cfg.task.name, "algo": cfg.algo.name,
-            "reward": cfg.get("reward_name", "dense"), "guidance": cfg.get("guidance_name", "none"),
+            "reward": reward_name(cfg), "guidance": guidance_name(cfg),
             "seed": int(cfg.seed), "git_revision": git_revision(), "versions": package_versions(),
             "started_at": now_iso(), "status": "running",
         })  # fmt: skip
     _seed_everything(int(cfg.seed))
     env = make_env(cfg)
+    attach_guidance(cfg, env, run_dir)
     env.stagger_episodes()
     writer = SummaryWriter(log_dir=str(run_dir / "tb"), flush_secs=5)
     trainer = PPOTrainer(env, OmegaConf.to_container(cfg.algo, resolve=True), run_dir=run_dir, writer=writer)

@@ -47,6 +47,13 @@ class BatchedEnv:
         self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long)
         task.attach(self.backend, cfg, self.rng)
         self._term_sums: dict[str, torch.Tensor] = {}
+        self.reward = None  # None: the task's own reward terms
+        self.reset()
+
+    def set_reward(self, reward) -> None:
+        """Replace the task's reward by an object with terms() and reset(ids) (e.g. guidance rewards)."""
+        self.reward = reward
+        self._term_sums = {}
         self.reset()
 
     # rsl_rl VecEnv -----------------------------------------------------------------------------
@@ -66,7 +73,7 @@ class BatchedEnv:
         self.episode_length_buf += 1
         self.task.interval_events(self.episode_length_buf)
 
-        terms = self.task.reward_terms()
+        terms = self.task.reward_terms() if self.reward is None else self.reward.terms()
         reward = torch.zeros(self.num_envs, dtype=torch.float64)
         for name, value in terms.items():
             reward += value
@@ -100,6 +107,8 @@ class BatchedEnv:
         self.backend.reset(ids)
         self.task.reset_worlds(ids)
         self.backend.forward(ids)
+        if self.reward is not None:
+            self.reward.reset(ids)
         self.episode_length_buf[ids] = 0
         for sums in self._term_sums.values():
             sums[ids] = 0.0

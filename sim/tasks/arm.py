@@ -218,6 +218,12 @@ class ArmTask(ABC):
     instruction: str | None = None  # fix every episode's instruction (validated); None: sample from the grammar
     push_interval_s: float = 2.0
     push_joint_speed: float = 0.3  # rad/s kick on every arm joint
+    # A fixed pool of scene layouts (object places, destinations, instruction), drawn per episode:
+    # guidance queries a model once per layout, never per episode. 0: a fresh layout every episode.
+    layouts: int = 0
+    layout_seed: int = 0
+    layout_jitter_m: float = 0.0  # object pose noise on top of a pooled layout
+    reward: str = "dense"  # dense: the hand-designed terms; sparse: success (and the same penalties) only
     ik: DiffIK = field(default_factory=DiffIK)
 
     model_path = MODEL_PATH
@@ -239,6 +245,8 @@ class ArmTask(ABC):
         self.act_low = torch.tensor(spec["low"], dtype=torch.float64)
         self.act_high = torch.tensor(spec["high"], dtype=torch.float64)
         self.obs_layout = _ARM_TERMS + self.obs_terms + [_last_action(self.num_actions)]
+        if self.reward not in ("dense", "sparse"):
+            raise ValueError(f"unknown reward '{self.reward}' (dense, sparse; keypoint rewards come from guidance)")
         self.fixed = parse_instruction(self.name, self.instruction) if self.instruction is not None else None
 
     integrators: ClassVar[list[dict]] = []  # arm policies need no integral terms
@@ -297,7 +305,26 @@ class ArmTask(ABC):
         self.good_steps = torch.zeros(n, dtype=torch.long)  # consecutive steps meeting the success test
         self.dropped = torch.zeros(n, dtype=torch.bool)
         self.last_raw: dict[str, torch.Tensor] = {}
+        self.layout_id = torch.full((n,), -1, dtype=torch.long)
+        self.pool = self._make_pool(self.layouts) if self.layouts > 0 else None
+        self.forced_layout: int | None = None  # guidance renders one pooled layout at a time
         self._update_kinematics()
+
+    def _make_pool(self, count: int) -> dict[str, torch.Tensor]:
+        """Layouts drawn once from their own seed, so every run (and every guidance cache) sees the same ones."""
+        rng = torch.Generator().manual_seed(self.layout_seed)
+        k = count
+        dest = self._destinations()
+        return {
+            **dict(zip(("obj_xy", "dest_xy", "yaw"), self._random_layout(k, rng), strict=True)),
+            "obj_idx": torch.randint(0, len(OBJECTS), (k,), generator=rng),
+            "goal_idx": torch.randint(0, len(dest), (k,), generator=rng),
+            "template": torch.randint(0, len(TEMPLATES[self.name]), (k,), generator=rng),
+            "goal_u": torch.rand(k, 3, generator=rng, dtype=torch.float64),  # reach marker, in its box
+        }
+
+    def _destinations(self) -> list[tuple[str, str]]:
+        return DESTINATIONS.get(self.name, [(c, "marker") for c in MARKERS])
 
     def _uniform(self, k: int, lo: float, hi: float, dims: int = 1) -> torch.Tensor:
         return lo + (hi - lo) * torch.rand(k, dims, generator=self.rng, dtype=torch.float64)
@@ -322,22 +349,37 @@ class ArmTask(ABC):
             self.latency[ids] = torch.randint(lo, hi + 1, (k,), generator=self.rng)
         self.backend.set_const(ids)
 
-    def _layout(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Object xy (k, 4, 2) in the two near rows and destination xy (k, 2, 2) in the far row.
+    @staticmethod
+    def _random_layout(k: int, rng: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Object xy (k, 4, 2) in the two near rows, destination xy (k, 2, 2) in the far row, object yaw (k, 4).
 
         Slots are 14-20 cm apart with +-2 cm jitter, so a 9.7 cm bowl never overlaps a cube and
         no rejection sampling is needed.
         """
-        k = len(ids)
+        jitter = lambda *shape: -0.02 + 0.04 * torch.rand(*shape, generator=rng, dtype=torch.float64)  # noqa: E731
         ys = torch.tensor([-0.3, -0.1, 0.1, 0.3], dtype=torch.float64)
         near = torch.stack(torch.meshgrid(torch.tensor([0.36, 0.50], dtype=torch.float64), ys, indexing="ij"), -1)
         near = near.reshape(8, 2)
-        pick = torch.argsort(torch.rand(k, 8, generator=self.rng), dim=1)[:, : len(OBJECTS)]
-        obj_xy = near[pick] + self._uniform(k * len(OBJECTS), -0.02, 0.02, 2).reshape(k, len(OBJECTS), 2)
-        far = torch.argsort(torch.rand(k, 4, generator=self.rng), dim=1)[:, :2]
-        dest_xy = torch.stack([torch.full((k, 2), 0.68, dtype=torch.float64), ys[far]], -1)
-        dest_xy = dest_xy + self._uniform(k * 2, -0.02, 0.02, 2).reshape(k, 2, 2)
-        return obj_xy, dest_xy
+        pick = torch.argsort(torch.rand(k, 8, generator=rng), dim=1)[:, : len(OBJECTS)]
+        obj_xy = near[pick] + jitter(k, len(OBJECTS), 2)
+        far = torch.argsort(torch.rand(k, 4, generator=rng), dim=1)[:, :2]
+        dest_xy = torch.stack([torch.full((k, 2), 0.68, dtype=torch.float64), ys[far]], -1) + jitter(k, 2, 2)
+        yaw = (math.pi / 4) * (2 * torch.rand(k, len(OBJECTS), generator=rng, dtype=torch.float64) - 1)
+        return obj_xy, dest_xy, yaw
+
+    def _layout(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A fresh random layout per world, or one drawn from the pool (recorded in layout_id)."""
+        if self.pool is None:
+            return self._random_layout(len(ids), self.rng)
+        pick = torch.randint(0, self.layouts, (len(ids),), generator=self.rng)
+        if self.forced_layout is not None:
+            pick[:] = self.forced_layout
+        self.layout_id[ids] = pick
+        obj_xy = self.pool["obj_xy"][pick].clone()
+        if self.layout_jitter_m > 0:
+            j = self.layout_jitter_m
+            obj_xy += self._uniform(len(ids) * len(OBJECTS), -j, j, 2).reshape(len(ids), len(OBJECTS), 2)
+        return obj_xy, self.pool["dest_xy"][pick], self.pool["yaw"][pick]
 
     def reset_worlds(self, ids: torch.Tensor) -> None:
         b, k = self.backend, len(ids)
@@ -350,8 +392,7 @@ class ArmTask(ABC):
         b.ctrl[ids, :ARM_DOF] = q0
         b.ctrl[ids, ARM_DOF:] = FINGER_OPEN
         self.prev_ctrl[ids] = b.ctrl[ids]
-        obj_xy, dest_xy = self._layout(ids)
-        yaw = self._uniform(k * len(OBJECTS), -math.pi / 4, math.pi / 4).reshape(k, len(OBJECTS))
+        obj_xy, dest_xy, yaw = self._layout(ids)
         for j in range(len(OBJECTS)):
             b.qpos[ids, OBJ_QPOS0 + 7 * j : OBJ_QPOS0 + 7 * j + 2] = obj_xy[:, j]
             b.qpos[ids, OBJ_QPOS0 + 7 * j + 2] = TABLE_Z + OBJECT_HALF_HEIGHT
@@ -377,10 +418,16 @@ class ArmTask(ABC):
             for i in ids.tolist():
                 self.instructions[i] = self.instruction
             return
-        self.obj_idx[ids] = torch.randint(0, len(OBJECTS), (k,), generator=self.rng)
-        self.goal_idx[ids] = torch.randint(0, len(dest), (k,), generator=self.rng)
         templates = TEMPLATES[self.name]
-        which = torch.randint(0, len(templates), (k,), generator=self.rng).tolist()
+        if self.pool is not None:
+            pick = self.layout_id[ids]
+            self.obj_idx[ids] = self.pool["obj_idx"][pick]
+            self.goal_idx[ids] = self.pool["goal_idx"][pick]
+            which = self.pool["template"][pick].tolist()
+        else:
+            self.obj_idx[ids] = torch.randint(0, len(OBJECTS), (k,), generator=self.rng)
+            self.goal_idx[ids] = torch.randint(0, len(dest), (k,), generator=self.rng)
+            which = torch.randint(0, len(templates), (k,), generator=self.rng).tolist()
         for i, t, o, g in zip(
             ids.tolist(), which, self.obj_idx[ids].tolist(), self.goal_idx[ids].tolist(), strict=True
         ):
@@ -507,7 +554,20 @@ class ArmTask(ABC):
             "joint_velocity": w.joint_velocity * (self.backend.qvel[:, :ARM_DOF] ** 2).sum(dim=1),
         }
 
+    def reward_terms(self) -> dict[str, torch.Tensor]:
+        if self.reward == "dense":
+            return self.dense_terms()
+        w = self.rewards
+        terms = {"success": getattr(w, "success", 1.0) * self.success_now().double(), **self._penalties(w)}
+        if hasattr(w, "drop"):
+            terms["drop"] = w.drop * self.dropped.double()
+        return terms
+
     # -- per task --------------------------------------------------------------------------------
+    @abstractmethod
+    def dense_terms(self) -> dict[str, torch.Tensor]:
+        """Each arm task defines its hand-designed dense reward."""
+
     @abstractmethod
     def _sample_goal(self, ids: torch.Tensor, dest_xy: torch.Tensor) -> None:
         """Each arm task defines it."""
@@ -534,7 +594,7 @@ class ArmTask(ABC):
         }
 
     def controller_state(self) -> list[torch.Tensor]:
-        return [self.action, self.prev_ctrl, self.rot_ref, self.goal_pos, self.obj_idx, self.goal_idx]
+        return [self.action, self.prev_ctrl, self.rot_ref, self.goal_pos, self.obj_idx, self.goal_idx, self.layout_id]
 
 
 @dataclass
@@ -553,7 +613,10 @@ class ArmReach(ArmTask):
         self._choose(ids, [(c, "marker") for c in MARKERS])
         lo = torch.tensor(self.target_low, dtype=torch.float64)
         hi = torch.tensor(self.target_high, dtype=torch.float64)
-        self.goal_pos[ids] = lo + (hi - lo) * torch.rand(len(ids), 3, generator=self.rng, dtype=torch.float64)
+        u = self.pool["goal_u"][self.layout_id[ids]] if self.pool is not None else None
+        if u is None:
+            u = torch.rand(len(ids), 3, generator=self.rng, dtype=torch.float64)
+        self.goal_pos[ids] = lo + (hi - lo) * u
         self.site_pos[ids, self.target_site] = self.goal_pos[ids]
         rgba = torch.tensor(list(MARKERS.values()), dtype=torch.float64)
         self.site_rgba[ids, self.target_site] = rgba[self.goal_idx[ids]].float().to(self.site_rgba.dtype)
@@ -582,7 +645,7 @@ class ArmReach(ArmTask):
         out["success"] = (time_outs[ids] & (self.good_steps[ids] >= hold)).double()
         return out
 
-    def reward_terms(self) -> dict[str, torch.Tensor]:
+    def dense_terms(self) -> dict[str, torch.Tensor]:
         w, d = self.rewards, self.goal_error()
         return {
             "distance": w.distance * torch.exp(-d / 0.3),
@@ -604,6 +667,7 @@ class ArmPush(ArmTask):
 
     def _sample_goal(self, ids: torch.Tensor, dest_xy: torch.Tensor) -> None:
         self._choose(ids, PADS)
+        self.site_rgba[ids, self.target_site, 3] = 0.0  # the reach marker is not part of this task
         wid = ids.unsqueeze(1)
         self.body_pos[wid, self.pad_body, 0:2] = dest_xy.to(self.body_pos.dtype)
         self.body_pos[wid, self.pad_body, 2] = TABLE_Z
@@ -617,7 +681,7 @@ class ArmPush(ArmTask):
     def success_now(self) -> torch.Tensor:
         return (self.goal_error() < self.success_radius) & (self.obj_pos[:, 2] < TABLE_Z + 0.04)
 
-    def reward_terms(self) -> dict[str, torch.Tensor]:
+    def dense_terms(self) -> dict[str, torch.Tensor]:
         w = self.rewards
         to_goal = self.goal_pos[:, :2] - self.obj_pos[:, :2]
         direction = to_goal / to_goal.norm(dim=1, keepdim=True).clamp(min=1e-6)
@@ -646,6 +710,7 @@ class ArmPickPlace(ArmTask):
 
     def _sample_goal(self, ids: torch.Tensor, dest_xy: torch.Tensor) -> None:
         self._choose(ids, BOWLS)
+        self.site_rgba[ids, self.target_site, 3] = 0.0  # the reach marker is not part of this task
         wid = ids.unsqueeze(1)
         self.body_pos[wid, self.bowl_body, 0:2] = dest_xy.to(self.body_pos.dtype)
         self.body_pos[wid, self.bowl_body, 2] = TABLE_Z
@@ -663,7 +728,7 @@ class ArmPickPlace(ArmTask):
     def success_now(self) -> torch.Tensor:
         return self.in_bowl()
 
-    def reward_terms(self) -> dict[str, torch.Tensor]:
+    def dense_terms(self) -> dict[str, torch.Tensor]:
         w = self.rewards
         d_reach = (self.tcp_pos - self.obj_pos).norm(dim=1)
         closing = self.action[:, -1] < 0.0

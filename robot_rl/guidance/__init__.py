@@ -1,0 +1,1 @@
+"""VLM/LLM guidance: model client, keypoint proposer and reward, planned exploration."""
