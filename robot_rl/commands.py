@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from robot_rl.config import ConfigError, expand_sweep, load_config, to_yaml
@@ -53,7 +54,7 @@ def _run_config(run_dir: Path, overrides: list[str]) -> DictConfig:
         old = OmegaConf.select(cfg, key, default="__missing__")
         if old == "__missing__":
             raise ConfigError(f"unknown config key '{key}'")
-        new = OmegaConf.create({"v": value}).v if not isinstance(old, str) else value
+        new = yaml.safe_load(value) if not isinstance(old, str) else value
         if (
             isinstance(old, bool)
             and not isinstance(new, bool)
@@ -104,7 +105,7 @@ def guidance_name(cfg: DictConfig) -> str:
     g = cfg.get("guidance")
     if g is None or g.name == "none":
         return "none"
-    return f"{g.name}:{g.backend}" if "backend" in g else str(g.name)
+    return f"{g.name}:{g.get('backend', g.get('planner'))}"
 
 
 def attach_guidance(cfg: DictConfig, env, run_dir: Path | None) -> None:
@@ -123,8 +124,13 @@ def attach_guidance(cfg: DictConfig, env, run_dir: Path | None) -> None:
             raise ConfigError(str(e)) from None
         print(f"keypoint guidance ({kcfg.backend}): {summary['layouts']} layouts, sources {summary['sources']}, "
               f"{summary['requests']} model requests")  # fmt: skip
+    elif g.name == "plan":  # make_env wrapped the env in the plan controller
+        print(f"planned exploration ({g.planner}): {len(env.plans)} layouts, sources {sorted(set(env.sources))}, "
+              f"{env.requests} model requests")  # fmt: skip
+        if out is not None:
+            env.save(out)
     else:
-        raise ConfigError(f"unknown guidance '{g.name}' (none, keypoint)")
+        raise ConfigError(f"unknown guidance '{g.name}' (none, keypoint, plan)")
 
 
 def train_one(cfg: DictConfig) -> Path:
@@ -172,6 +178,8 @@ def train_one(cfg: DictConfig) -> Path:
         raise
     finally:
         writer.close()
+        if hasattr(env, "save"):  # plan, option choices and verification statistics (planned exploration)
+            env.save(run_dir / "guidance")
     update_meta(run_dir, status="finished", finished_at=now_iso(), train_wall_time_s=round(result["train_time_s"], 2),
                 total_steps=result["total_steps"], iterations=result["iterations"])  # fmt: skip
     print(f"training wall time: {result['train_time_s']:.1f} s for {result['total_steps']:,} env steps "
@@ -240,6 +248,9 @@ def export_run(run_dir: Path, checkpoint: str | None = None) -> Path:
     from robot_rl.export.bundle_export import export_bundle
 
     cfg = _run_config(run_dir, [])
+    if cfg.get("guidance") is not None and cfg.guidance.name == "plan":
+        raise ConfigError("plan-guided policies act as residuals on the plan controller, which bundles do not carry "
+                          "yet: export is not available for guidance=plan runs")  # fmt: skip
     actor, env = _load_actor(cfg, run_dir, checkpoint)
     meta = read_meta(run_dir)
     source = {"run": run_dir.name, "checkpoint": str(checkpoint or latest_checkpoint(run_dir).name),

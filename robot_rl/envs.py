@@ -36,4 +36,10 @@ def make_env(
         action_latency=bool(pick(action_latency, t.action_latency)),
         pushes=bool(pick(pushes, t.pushes)),
     )
-    return BatchedEnv(task, env_cfg)
+    env = BatchedEnv(task, env_cfg)
+    g = cfg.get("guidance")
+    if g is not None and g.name == "plan":  # the plan controller is part of the env the policy acts in
+        from robot_rl.guidance.planned_exploration import PlanGuidedEnv, plan_config
+
+        env = PlanGuidedEnv(env, plan_config(OmegaConf.to_container(g, resolve=True)))
+    return env

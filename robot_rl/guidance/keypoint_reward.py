@@ -44,6 +44,18 @@ def quat_to_rotmat(q: torch.Tensor) -> torch.Tensor:
     ).reshape(*q.shape[:-1], 3, 3)  # fmt: skip
 
 
+def body_point(task, body: torch.Tensor, local: torch.Tensor) -> torch.Tensor:
+    """World position (n, 3) of a body-attached point per world of an arm task: objects are free bodies
+    (pose from qpos), destinations static (per-world body_pos, no rotation)."""
+    objs = task._objects()  # (n, n_objects, 7): position, quaternion wxyz
+    match = body.unsqueeze(1) == task.object_body.unsqueeze(0)  # (n, n_objects)
+    is_obj = match.any(dim=1)
+    pose = objs[torch.arange(task.n), match.double().argmax(dim=1)]
+    moving = pose[:, :3] + (quat_to_rotmat(pose[:, 3:7]) @ local.unsqueeze(-1)).squeeze(-1)
+    static = task.body_pos[torch.arange(task.n), body].to(torch.float64) + local
+    return torch.where(is_obj.unsqueeze(1), moving, static)
+
+
 class KeypointReward:
     """Reward terms of an arm task from per-layout keypoint guides (the task must use a layout pool)."""
 
@@ -72,25 +84,14 @@ class KeypointReward:
         self.reset(torch.arange(n))
 
     # -- geometry --------------------------------------------------------------------------------
-    def _body_point(self, body: torch.Tensor, local: torch.Tensor) -> torch.Tensor:
-        """World position of a body-attached point per world; objects are free bodies, destinations static."""
-        t = self.task
-        objs = t._objects()  # (n, n_objects, 7): position, quaternion wxyz
-        match = body.unsqueeze(1) == t.object_body.unsqueeze(0)  # (n, n_objects)
-        is_obj = match.any(dim=1)
-        pose = objs[torch.arange(t.n), match.double().argmax(dim=1)]
-        moving = pose[:, :3] + (quat_to_rotmat(pose[:, 3:7]) @ local.unsqueeze(-1)).squeeze(-1)
-        static = t.body_pos[torch.arange(t.n), body].to(torch.float64) + local
-        return torch.where(is_obj.unsqueeze(1), moving, static)
-
     def _object_centre(self, body: torch.Tensor) -> torch.Tensor:
-        return self._body_point(body, torch.zeros(len(body), 3, dtype=torch.float64))
+        return body_point(self.task, body, torch.zeros(len(body), 3, dtype=torch.float64))
 
     def path_point(self, k: torch.Tensor) -> torch.Tensor:
         """Point k of each world's path (n, 3): grasp keypoint, waypoints, then the target keypoint."""
         lay = self.task.layout_id
-        grasp = self._body_point(self.grasp_body[lay], self.grasp_local[lay])
-        target = self._body_point(self.target_body[lay], self.target_local[lay])
+        grasp = body_point(self.task, self.grasp_body[lay], self.grasp_local[lay])
+        target = body_point(self.task, self.target_body[lay], self.target_local[lay])
         target = target + torch.tensor([0.0, 0.0, OBJECT_HALF_HEIGHT], dtype=torch.float64)
         wp = self.wp[lay, (k - 1).clamp(0, self.wp.shape[1] - 1)]
         last = self.n_wp[lay] + 1

@@ -260,8 +260,9 @@ class ArmTask(ABC):
             "ik_orientation": {"ee_pose": "delta", "ee_position": "hold_start"}.get(self.action_mode, "none"),
             "default_joint_position": list(PANDA_Q_HOME),
             "gripper": {"command": "finger_m = 0.02 * (gripper + 1)", "fingers": 2, "open_m": FINGER_OPEN},
-            "servo": "joint position targets q_des = IK(q_measured, action); Franka joint impedance or "
-            "ros2_control forward position controller",
+            "servo": "joint position targets q_des = IK(q_ref, action), integrated on the previous target: "
+            "q_ref = q_measured + clip(q_des_prev - q_measured, +-ik.max_target_lead) (joint mode: "
+            "q_des = q_ref + action); Franka joint impedance or ros2_control forward position controller",
         }
 
     # -- setup -----------------------------------------------------------------------------------
@@ -445,8 +446,12 @@ class ArmTask(ABC):
         return torch.maximum(torch.minimum(self.act_offset + self.act_scale * a, self.act_high), self.act_low)
 
     def joint_targets(self, cmd: torch.Tensor) -> torch.Tensor:
-        """Servo targets (n, 9): 7 joints from the IK (or joint deltas), then the two fingers."""
-        q = self.backend.qpos[:, :ARM_DOF]
+        """Servo targets (n, 9): 7 joints from the IK (or joint deltas), then the two fingers.
+
+        Commands integrate on the previous joint target (prev_ctrl), re-anchored to within
+        ik.max_target_lead of the measured joints, so a command means the same displacement
+        whatever the servo lag (DiffIK.reference)."""
+        q = self.ik.reference(self.prev_ctrl[:, :ARM_DOF], self.backend.qpos[:, :ARM_DOF])
         if self.action_mode == "joint":
             q_des = torch.maximum(torch.minimum(q + cmd[:, :ARM_DOF], self.ik.q_high), self.ik.q_low)
         else:

@@ -1,0 +1,384 @@
+"""Plan-guided exploration (LLM-TALE, DECKARD): a plan's current subgoal steers the arm, RL learns a residual.
+
+Per scene layout of the task's pool a planner (`llm` or `oracle`) gives a validated plan: subgoals
+with affordance options. Each world follows its layout's plan: the current subgoal and its chosen
+option give a TCP target and a gripper command; the applied action is
+
+    a = clip(base_gain * a_base + k * a_rl, -1, 1)
+
+with a_base a proportional step toward the target (in the task's ee action space) and a_rl the
+policy's output. Subgoal checks advance the plan; a subgoal that is not achieved within its time
+budget counts as a failure of its option. Options are chosen at each subgoal start by an
+`OptionSelector` (a bandit over measured success, or LLM-TALE's value + decaying bonus rule);
+after repeated failures the planner is asked again with the failure as feedback (bounded).
+Per-layout `PlanVerifier`s record which subgoals were achieved (DECKARD). The plan state (progress,
+skill, target relative to the TCP, gripper command) is appended to the observations.
+
+Plan-guided policies need this controller at deployment too; bundles do not carry it yet.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from tensordict import TensorDict
+
+from robot_rl.guidance.keypoint_reward import body_point
+from robot_rl.guidance.model_client import ModelClient, ModelConfig
+from robot_rl.guidance.plan import (
+    MAX_SUBGOALS,
+    POINTS,
+    SKILLS,
+    Plan,
+    inject_wrong_option,
+    make_planner,
+    scene_from_identity,
+    validate_plan,
+    wrong_option_for,
+)
+from robot_rl.guidance.plan_correction import OptionSelector
+from robot_rl.guidance.plan_verification import PlanVerifier
+
+log = logging.getLogger("robot_rl.guidance")
+
+MAX_OPTIONS = 6
+TABLE_Z, HALF = 0.0, 0.025  # table surface and object half height (sim/tasks/arm.py)
+# Planar point offsets as coefficients of (d, d rotated +90 deg), d = unit direction body -> destination.
+POINT_COEF = {"center": (0, 0), "top": (0, 0), "behind": (-1, 0), "front": (1, 0), "left": (0, 1), "right": (0, -1)}
+CLEARANCE = 0.045  # m from an object's centre for side points: half size + finger clearance
+PLAN_FEATURES = 3 + len(SKILLS) + 1 + 1  # target - tcp, skill one-hot, gripper command, progress
+
+
+@dataclass
+class PlanGuidanceConfig:
+    planner: str = "oracle"  # oracle | llm
+    base_gain: float = 1.0  # weight of the plan-following action
+    residual_scale: float = 1.0  # k: weight of the policy's residual
+    approach_gain: float = 0.7  # fraction of the remaining TCP error commanded per step
+    subgoal_timeout_s: float = 3.0
+    rule: str = "bandit"  # bandit | value_bonus
+    bonus: float = 1.0
+    bonus_decay: float = 0.99
+    replan_after: int = 200  # consecutive failures of every option at one subgoal before asking again
+    max_replans: int = 2
+    inject_wrong_option: bool = False  # add a plausible wrong option to every layout's first subgoal
+    seed: int = 0
+    model: ModelConfig = field(default_factory=ModelConfig)
+
+    def __post_init__(self):
+        if self.planner not in ("oracle", "llm"):
+            raise ValueError(f"unknown planner '{self.planner}' (oracle, llm)")
+
+
+def plan_config(d: dict) -> PlanGuidanceConfig:
+    """From the `guidance` config group; unknown keys are errors."""
+    d = {k: v for k, v in d.items() if k != "name"}
+    try:
+        model = ModelConfig(**d.pop("model", {}))
+        return PlanGuidanceConfig(**d, model=model)
+    except TypeError as e:
+        raise ValueError(f"guidance=plan: {e}") from None
+
+
+class PlanGuidedEnv:
+    """A BatchedEnv whose actions are residuals on top of a plan-following controller."""
+
+    def __init__(self, env, cfg: PlanGuidanceConfig, client: ModelClient | None = None):
+        task = env.task
+        if getattr(task, "pool", None) is None:
+            raise ValueError("planned exploration needs a layout pool: set task.params.layouts > 0")
+        if task.action_mode not in ("ee_position", "ee_pose"):
+            raise ValueError(f"planned exploration drives the TCP: action_mode ee_position or ee_pose, not "
+                             f"{task.action_mode}")  # fmt: skip
+        self.env, self.task, self.cfg = env, task, cfg
+        if cfg.planner == "llm" and client is None:
+            client = ModelClient(cfg.model)
+        self.client = client
+        self.planner = make_planner(cfg.planner, client)
+        self.selector = OptionSelector(rule=cfg.rule, bonus=cfg.bonus, bonus_decay=cfg.bonus_decay, seed=cfg.seed,
+                                       replan_after=cfg.replan_after, max_replans=cfg.max_replans)  # fmt: skip
+        n, L = task.n, task.layouts
+        self.timeout = max(1, int(round(cfg.subgoal_timeout_s / task.control_dt)))
+        self.scale_xyz = task.act_scale[:3]
+        # per layout x subgoal x option: skill, body, point, height; destination per layout
+        self.n_sub = torch.zeros(L, dtype=torch.long)
+        self.n_opt = torch.ones(L, MAX_SUBGOALS, dtype=torch.long)
+        self.skill = torch.zeros(L, MAX_SUBGOALS, dtype=torch.long)
+        self.body = torch.zeros(L, MAX_SUBGOALS, MAX_OPTIONS, dtype=torch.long)
+        self.point = torch.zeros(L, MAX_SUBGOALS, MAX_OPTIONS, dtype=torch.long)
+        self.height = torch.zeros(L, MAX_SUBGOALS, MAX_OPTIONS, dtype=torch.float64)
+        self.dest = torch.zeros(L, dtype=torch.long)
+        self.moved = torch.zeros(L, dtype=torch.long)  # the object the plan moves (grasped or pushed)
+        self.plans: list[Plan] = []
+        self.sources: list[str] = []
+        self.scenes = []
+        self.verifiers: list[PlanVerifier] = []
+        self.requests = 0
+        render = _identities_per_layout(task)
+        for layout, ident in enumerate(render):
+            scene = scene_from_identity(task.name, ident)
+            plan, answer = self.planner.plan(scene, task.layout_seed * 1000 + layout)
+            if cfg.inject_wrong_option:
+                plan = inject_wrong_option(plan, 0, wrong_option_for(scene, plan, 0), position=0)
+            self.scenes.append(scene)
+            self.sources.append(answer.source if answer is not None else "oracle")
+            self._set_plan(layout, plan)
+        self.requests = client.requests_made if client is not None else 0
+        # per world
+        self.sub = torch.zeros(n, dtype=torch.long)
+        self.opt = torch.zeros(n, dtype=torch.long)
+        self.t_sub = torch.zeros(n, dtype=torch.long)
+        self.closed_steps = torch.zeros(n, dtype=torch.long)
+        self.grip = torch.ones(n, dtype=torch.float64)
+        self.target = torch.zeros(n, 3, dtype=torch.float64)
+        self.steps = 0
+        self.achieved_total = torch.zeros(MAX_SUBGOALS, dtype=torch.long)
+        self._start_worlds(torch.arange(n))
+
+    # -- plans -----------------------------------------------------------------------------------
+    def _set_plan(self, layout: int, plan: Plan) -> None:
+        reasons = validate_plan(plan, self.scenes[layout])
+        if reasons:
+            raise ValueError(f"layout {layout}: invalid plan: {'; '.join(reasons)}")
+        names = {self.task.backend.model.body(i).name: i for i in range(self.task.backend.model.nbody)}
+        sgs = plan.subgoals[:MAX_SUBGOALS]
+        self.n_sub[layout] = len(sgs)
+        for s, sg in enumerate(sgs):
+            self.skill[layout, s] = SKILLS.index(sg.skill)
+            opts = sg.options[:MAX_OPTIONS]
+            self.n_opt[layout, s] = len(opts)
+            for o, a in enumerate(opts):
+                self.body[layout, s, o] = names[a.object]
+                self.point[layout, s, o] = POINTS.index(a.point)
+                self.height[layout, s, o] = a.height_m
+        scene = self.scenes[layout]
+        self.dest[layout] = names[scene.destination]
+        self.moved[layout] = names[scene.target_object]
+        if layout < len(self.plans):
+            self.plans[layout] = plan
+            self.verifiers[layout] = PlanVerifier(plan)
+        else:
+            self.plans.append(plan)
+            self.verifiers.append(PlanVerifier(plan))
+        self.selector.set_plan(layout, [f"{sg.skill} {sg.options[0].object}" for sg in sgs])
+
+    def _choose(self, ids: torch.Tensor) -> None:
+        lay = self.task.layout_id
+        for i in ids.tolist():
+            layout, s = int(lay[i]), int(self.sub[i])
+            if s < int(self.n_sub[layout]):
+                self.opt[i] = self.selector.choose(layout, s, int(self.n_opt[layout, s]))
+        self.t_sub[ids] = 0
+        self.closed_steps[ids] = 0
+
+    def _start_worlds(self, ids: torch.Tensor) -> None:
+        self.sub[ids] = 0
+        self._choose(ids)
+
+    # -- the controller --------------------------------------------------------------------------
+    def _subgoal_target(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """TCP target (n, 3) and gripper command (n,) of each world's current subgoal and option."""
+        t = self.task
+        lay = t.layout_id
+        s = self.sub.clamp(max=MAX_SUBGOALS - 1)
+        body = self.body[lay, s, self.opt]
+        point = self.point[lay, s, self.opt]
+        height = self.height[lay, s, self.opt]
+        skill = self.skill[lay, s]
+        zero = torch.zeros(t.n, 3, dtype=torch.float64)
+        centre = body_point(t, body, zero)
+        moved = body_point(t, self.moved[lay], zero)
+        dest = body_point(t, self.dest[lay], zero)
+        d = dest[:, :2] - centre[:, :2]
+        d = d / d.norm(dim=1, keepdim=True).clamp(min=1e-6)
+        d_perp = torch.stack([-d[:, 1], d[:, 0]], dim=1)
+        coef = torch.tensor([POINT_COEF[p] for p in POINTS], dtype=torch.float64)[point]
+        planar = CLEARANCE * (coef[:, :1] * d + coef[:, 1:] * d_perp)
+        at = centre + torch.cat([planar, (point == POINTS.index("top")).double().unsqueeze(1) * HALF], dim=1)
+        at[:, 2] += height
+        grip = torch.ones(t.n, dtype=torch.float64)  # open
+        target = at.clone()
+        K = {name: SKILLS.index(name) for name in SKILLS}
+        holding = (skill == K["grasp"]) | (skill == K["lift"]) | (skill == K["transport"]) | (skill == K["place"])
+        near = (t.tcp_pos - centre).norm(dim=1) < 0.015
+        grip = torch.where(holding & ((skill != K["grasp"]) | near | (self.closed_steps > 0)), -1.0, grip)
+        # lift: straight up over the held object; transport/place: the object over the destination
+        lift = moved.clone()
+        lift[:, 2] = TABLE_Z + HALF + height
+        target = torch.where((skill == K["lift"]).unsqueeze(1), lift, target)
+        over = torch.cat([centre[:, :2], (TABLE_Z + HALF + height).unsqueeze(1)], dim=1)
+        carry = (skill == K["transport"]) | (skill == K["place"])
+        target = torch.where(carry.unsqueeze(1), over, target)
+        # push: drive the TCP through the object's centre toward the pad
+        push_dir = centre[:, :2] - moved[:, :2]
+        push_dir = push_dir / push_dir.norm(dim=1, keepdim=True).clamp(min=1e-6)
+        push = torch.cat([moved[:, :2] + 0.02 * push_dir, moved[:, 2:3]], dim=1)
+        target = torch.where((skill == K["push"]).unsqueeze(1), push, target)
+        grip = torch.where(skill == K["push"], -1.0, grip)  # closed fingers push; open ones straddle the object
+        release = t.tcp_pos + torch.tensor([0.0, 0.0, 0.01], dtype=torch.float64)
+        target = torch.where((skill == K["release"]).unsqueeze(1), release, target)
+        done = self.sub >= self.n_sub[lay]
+        target = torch.where(done.unsqueeze(1), t.tcp_pos, target)
+        grip = torch.where(done, 1.0, grip)
+        return target, grip
+
+    def _achieved(self) -> torch.Tensor:
+        """Whether each world's current subgoal holds now."""
+        t = self.task
+        lay = t.layout_id
+        s = self.sub.clamp(max=MAX_SUBGOALS - 1)
+        skill = self.skill[lay, s]
+        height = self.height[lay, s, self.opt]
+        K = {name: SKILLS.index(name) for name in SKILLS}
+        zero = torch.zeros(t.n, 3, dtype=torch.float64)
+        obj = body_point(t, self.moved[lay], zero)
+        centre = body_point(t, self.body[lay, s, self.opt], zero)
+        holding = (t.width > 0.03) & (t.width < 0.056) & ((t.tcp_pos - obj).norm(dim=1) < 0.03)
+        xy_err = (obj[:, :2] - centre[:, :2]).norm(dim=1)
+        checks = {
+            K["reach"]: (t.tcp_pos - self.target).norm(dim=1) < 0.02,
+            K["grasp"]: holding & (self.closed_steps >= 5),
+            K["lift"]: holding & (obj[:, 2] > TABLE_Z + HALF + 0.8 * height),
+            K["transport"]: holding & (xy_err < 0.03),
+            K["place"]: (xy_err < 0.04) & (obj[:, 2] < TABLE_Z + HALF + height + 0.02),
+            K["release"]: t.width > 0.07,
+            K["push"]: xy_err < 0.03,
+        }
+        out = torch.zeros(t.n, dtype=torch.bool)
+        for k, v in checks.items():
+            out |= (skill == k) & v
+        return out & (self.sub < self.n_sub[lay])
+
+    def base_action(self) -> torch.Tensor:
+        self.target, self.grip = self._subgoal_target()
+        a = torch.zeros(self.task.n, self.task.num_actions, dtype=torch.float64)
+        a[:, :3] = (self.cfg.approach_gain * (self.target - self.task.tcp_pos) / self.scale_xyz).clamp(-1.0, 1.0)
+        a[:, -1] = self.grip
+        return a
+
+    # -- env interface ---------------------------------------------------------------------------
+    def plan_features(self) -> torch.Tensor:
+        lay = self.task.layout_id
+        s = self.sub.clamp(max=MAX_SUBGOALS - 1)
+        onehot = torch.nn.functional.one_hot(self.skill[lay, s], len(SKILLS)).double()
+        onehot = onehot * (self.sub < self.n_sub[lay]).double().unsqueeze(1)
+        rel = ((self.target - self.task.tcp_pos) / 0.3).clamp(-1.0, 1.0)
+        progress = self.sub.double() / self.n_sub[lay].double().clamp(min=1)
+        return torch.cat([rel, onehot, self.grip.unsqueeze(1), progress.unsqueeze(1)], dim=1).float()
+
+    def get_observations(self) -> TensorDict:
+        obs = self.env.get_observations()
+        f = self.plan_features()
+        return TensorDict({k: torch.cat([v, f], dim=1) for k, v in obs.items()}, batch_size=[self.num_envs])
+
+    def reset(self) -> TensorDict:
+        self.env.reset()
+        self._start_worlds(torch.arange(self.num_envs))
+        self.target, self.grip = self._subgoal_target()
+        return self.get_observations()
+
+    def step(self, actions: torch.Tensor):
+        a_rl = torch.as_tensor(actions, dtype=torch.float64).reshape(self.num_envs, self.num_actions)
+        a = (self.cfg.base_gain * self.base_action() + self.cfg.residual_scale * a_rl).clamp(-1.0, 1.0)
+        lay_before = self.task.layout_id.clone()
+        _, reward, dones, extras = self.env.step(a)
+        self.steps += 1
+        self._bookkeeping(dones, lay_before)
+        extras.setdefault("episode", {})
+        if extras["episode"]:
+            extras["episode"]["plan_subgoals_achieved"] = self.achieved_total.sum().double()
+        return self.get_observations(), reward, dones, extras
+
+    def _bookkeeping(self, dones: torch.Tensor, lay_before: torch.Tensor) -> None:
+        """Advance achieved subgoals, fail timed-out ones, close finished episodes (state already reset)."""
+        live = ~dones
+        self.closed_steps = torch.where(self.grip < 0, self.closed_steps + 1, 0)
+        self.t_sub += 1
+        ach = self._achieved() & live
+        late = (self.t_sub >= self.timeout) & live & (self.sub < self.n_sub[self.task.layout_id]) & ~ach
+        ended = dones & (self.sub < self.n_sub[lay_before])  # episode ended mid-subgoal: a failure
+        for i in ach.nonzero().flatten().tolist():
+            self._report(int(lay_before[i]), int(self.sub[i]), int(self.opt[i]), True)
+        for i in (late | ended).nonzero().flatten().tolist():
+            self._report(int(lay_before[i]), int(self.sub[i]), int(self.opt[i]), False)
+        self.sub = self.sub + ach.long()
+        restart = ach | late
+        if restart.any():
+            self._choose(restart.nonzero().flatten())
+        if dones.any():
+            self._start_worlds(dones.nonzero().flatten())
+        self._maybe_replan()
+
+    def _report(self, layout: int, subgoal: int, option: int, ok: bool) -> None:
+        self.selector.report(layout, subgoal, option, ok)
+        self.verifiers[layout].record(subgoal, ok, option)
+        if ok:
+            self.achieved_total[subgoal] += 1
+
+    def _maybe_replan(self) -> None:
+        if self.cfg.planner != "llm":
+            return
+        for layout in range(self.task.layouts):
+            feedback = self.selector.needs_replan(layout)
+            if feedback is None:
+                continue
+            plan, answer = self.planner.plan(self.scenes[layout], self.task.layout_seed * 1000 + layout, feedback)
+            log.info("layout %d re-planned after failures (%s): %s", layout, answer.source, feedback)
+            self.selector.replanned(layout)
+            self.sources[layout] = answer.source
+            self._set_plan(layout, plan)
+            worlds = (self.task.layout_id == layout).nonzero().flatten()
+            self._start_worlds(worlds)
+
+    # -- records ---------------------------------------------------------------------------------
+    def summary(self) -> dict:
+        return {
+            "planner": self.cfg.planner,
+            "requests": self.client.requests_made if self.client is not None else 0,
+            "layouts": [
+                {
+                    "layout": i,
+                    "instruction": self.scenes[i].instruction,
+                    "source": self.sources[i],
+                    "plan": self.plans[i].model_dump(),
+                    "option_probabilities": [
+                        self.selector.probabilities(i, s, int(self.n_opt[i, s])) for s in range(int(self.n_sub[i]))
+                    ],
+                    "verification": self.verifiers[i].summary(),
+                }
+                for i in range(self.task.layouts)
+            ],
+            "option_history": self.selector.history,
+            "replans": dict(self.selector.replans),
+        }
+
+    def save(self, out_dir: Path) -> Path:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / "plan.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.summary(), indent=1, default=float))
+        tmp.replace(path)
+        return path
+
+    def __getattr__(self, name: str):
+        return getattr(self.env, name)  # num_envs, num_actions, device, rng, max_episode_length, ...
+
+
+def _identities_per_layout(task) -> list[dict]:
+    """Instruction and named bodies of every pooled layout, without touching the running worlds."""
+    from sim.tasks.arm import DESTINATIONS, OBJECTS, TEMPLATES, body_name
+
+    dest = DESTINATIONS[task.name]
+    out = []
+    for layout in range(task.layouts):
+        o = OBJECTS[int(task.pool["obj_idx"][layout])]
+        g = dest[int(task.pool["goal_idx"][layout])]
+        text = TEMPLATES[task.name][int(task.pool["template"][layout])].format(
+            object=" ".join(o), goal=" ".join(g), target=" ".join(g)
+        )
+        out.append({"instruction": text, "object": body_name(*o), "goal": body_name(*g)})
+    return out
