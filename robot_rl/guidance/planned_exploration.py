@@ -65,7 +65,7 @@ class PlanGuidanceConfig:
     bonus_decay: float = 0.99
     replan_after: int = 200  # consecutive failures of every option at one subgoal before asking again
     max_replans: int = 2
-    inject_wrong_option: bool = False  # add a plausible wrong option to every layout's first subgoal
+    inject_wrong_option: bool = False  # add a plausible wrong option to every layout's grasp (or push) subgoal
     seed: int = 0
     model: ModelConfig = field(default_factory=ModelConfig)
 
@@ -122,8 +122,9 @@ class PlanGuidedEnv:
         for layout, ident in enumerate(render):
             scene = scene_from_identity(task.name, ident)
             plan, answer = self.planner.plan(scene, task.layout_seed * 1000 + layout)
-            if cfg.inject_wrong_option:
-                plan = inject_wrong_option(plan, 0, wrong_option_for(scene, plan, 0), position=0)
+            if cfg.inject_wrong_option:  # where an affordance matters: the grasp (or the push)
+                at = next((i for i, sg in enumerate(plan.subgoals) if sg.skill in ("grasp", "push")), 0)
+                plan = inject_wrong_option(plan, at, wrong_option_for(scene, plan, at), position=0)
             self.scenes.append(scene)
             self.sources.append(answer.source if answer is not None else "oracle")
             self._set_plan(layout, plan)
@@ -135,6 +136,7 @@ class PlanGuidedEnv:
         self.closed_steps = torch.zeros(n, dtype=torch.long)
         self.grip = torch.ones(n, dtype=torch.float64)
         self.target = torch.zeros(n, 3, dtype=torch.float64)
+        self.chosen = torch.full((n, MAX_SUBGOALS), -1, dtype=torch.long)  # option that achieved each subgoal
         self.steps = 0
         self.achieved_total = torch.zeros(MAX_SUBGOALS, dtype=torch.long)
         self._start_worlds(torch.arange(n))
@@ -177,6 +179,7 @@ class PlanGuidedEnv:
 
     def _start_worlds(self, ids: torch.Tensor) -> None:
         self.sub[ids] = 0
+        self.chosen[ids] = -1
         self._choose(ids)
 
     # -- the controller --------------------------------------------------------------------------
@@ -287,14 +290,21 @@ class PlanGuidedEnv:
         lay_before = self.task.layout_id.clone()
         _, reward, dones, extras = self.env.step(a)
         self.steps += 1
-        self._bookkeeping(dones, lay_before)
+        success = torch.zeros(self.num_envs, dtype=torch.bool)
+        if "final" in extras:
+            success[extras["final"]["ids"]] = extras["final"]["success"] > 0.5
+        self._bookkeeping(dones, lay_before, success)
         extras.setdefault("episode", {})
         if extras["episode"]:
             extras["episode"]["plan_subgoals_achieved"] = self.achieved_total.sum().double()
         return self.get_observations(), reward, dones, extras
 
-    def _bookkeeping(self, dones: torch.Tensor, lay_before: torch.Tensor) -> None:
-        """Advance achieved subgoals, fail timed-out ones, close finished episodes (state already reset)."""
+    def _bookkeeping(self, dones: torch.Tensor, lay_before: torch.Tensor, success: torch.Tensor) -> None:
+        """Advance achieved subgoals, fail timed-out ones, close finished episodes (state already reset).
+
+        The verifier records each subgoal as achieved or not; the option selector learns from
+        outcomes: an option that timed out failed, an option whose subgoal was achieved is credited
+        with the episode's success (a wrong affordance often shows only in a later subgoal)."""
         live = ~dones
         self.closed_steps = torch.where(self.grip < 0, self.closed_steps + 1, 0)
         self.t_sub += 1
@@ -302,9 +312,17 @@ class PlanGuidedEnv:
         late = (self.t_sub >= self.timeout) & live & (self.sub < self.n_sub[self.task.layout_id]) & ~ach
         ended = dones & (self.sub < self.n_sub[lay_before])  # episode ended mid-subgoal: a failure
         for i in ach.nonzero().flatten().tolist():
-            self._report(int(lay_before[i]), int(self.sub[i]), int(self.opt[i]), True)
+            self.verifiers[int(lay_before[i])].record(int(self.sub[i]), True, int(self.opt[i]))
+            self.chosen[i, self.sub[i]] = self.opt[i]
+            self.achieved_total[self.sub[i]] += 1
         for i in (late | ended).nonzero().flatten().tolist():
-            self._report(int(lay_before[i]), int(self.sub[i]), int(self.opt[i]), False)
+            layout, sub, opt = int(lay_before[i]), int(self.sub[i]), int(self.opt[i])
+            self.verifiers[layout].record(sub, False, opt)
+            self.selector.report(layout, sub, opt, False)
+        for i in dones.nonzero().flatten().tolist():
+            for sub, opt in enumerate(self.chosen[i].tolist()):
+                if opt >= 0:
+                    self.selector.report(int(lay_before[i]), sub, opt, bool(success[i]))
         self.sub = self.sub + ach.long()
         restart = ach | late
         if restart.any():
@@ -312,12 +330,6 @@ class PlanGuidedEnv:
         if dones.any():
             self._start_worlds(dones.nonzero().flatten())
         self._maybe_replan()
-
-    def _report(self, layout: int, subgoal: int, option: int, ok: bool) -> None:
-        self.selector.report(layout, subgoal, option, ok)
-        self.verifiers[layout].record(subgoal, ok, option)
-        if ok:
-            self.achieved_total[subgoal] += 1
 
     def _maybe_replan(self) -> None:
         if self.cfg.planner != "llm":

@@ -120,6 +120,38 @@ def test_reach_targets_fill_the_box_and_a_scripted_controller_succeeds():
     assert torch.cat(success).mean() > 0.8
 
 
+@pytest.mark.parametrize("scale", [1 / 3, 1.0])
+def test_commanded_tcp_delta_is_achieved_within_two_control_steps(scale):
+    # the IK integrates on the previous joint target, so the servo lag delays a command but does not
+    # eat it: after one command and one zero action the TCP has moved by the commanded delta (+-20%)
+    n = 32
+    env = make_env("arm_reach", n=n, randomization="train", pushes=False, action_mode="ee_position")
+    task = env.task
+    dirs = torch.randn(n, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    dirs = dirs / dirs.norm(dim=1, keepdim=True)
+    start = task.tcp_pos.clone()
+    a = torch.zeros(n, env.num_actions)
+    a[:, :3] = (scale * dirs).float()
+    env.step(a)
+    env.step(torch.zeros_like(a))
+    commanded = 0.03 * scale * dirs
+    moved = task.tcp_pos - start
+    assert ((moved - commanded).norm(dim=1) < 0.2 * commanded.norm(dim=1)).all()
+    for _ in range(10):  # and then it stays there: zero action holds the reached pose
+        env.step(torch.zeros_like(a))
+    assert ((task.tcp_pos - start - commanded).norm(dim=1) < 0.2 * commanded.norm(dim=1)).all()
+
+
+def test_arm_holds_its_pose_at_zero_action():
+    env = make_env("arm_reach", n=16, randomization="train", pushes=False)
+    task = env.task
+    start = task.tcp_pos.clone()
+    for _ in range(env.max_episode_length - 1):  # the whole episode (2 s), stopping short of its reset
+        env.step(torch.zeros(16, env.num_actions))
+    assert (task.tcp_pos - start).norm(dim=1).max() < 2e-3
+    assert env.backend.qvel[:, :7].abs().max() < 1e-2
+
+
 def test_success_checks_of_push_and_pick_place():
     for name in ("arm_push", "arm_pick_place"):
         env = make_env(name, n=4, randomization="none")
