@@ -133,6 +133,7 @@ class PPOTrainer:
         ret_sum = torch.zeros(env.num_envs)
         recent_returns: list[float] = []
         recent_success: list[float] = []
+        mean_ret = succ = float("nan")  # stay NaN when a resumed run has no iterations left
         bar = tqdm(range(self.iteration, iterations), desc="train", disable=not progress, unit="it", dynamic_ncols=True)
         for it in bar:
             t0 = time.perf_counter()

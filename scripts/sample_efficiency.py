@@ -1,0 +1,123 @@
+"""Sample-efficiency sweep: variants x seeds, evaluated every K iterations, censored steps to a success level.
+
+    python scripts/sample_efficiency.py --task arm_push --variants dense,sparse,keypoint_oracle,keypoint_noisy \
+        --seeds 0,1,2 --chunks 6 --chunk-iterations 10 --out runs/sweeps/arm_push
+
+Each (variant, seed) is one run directory under --out, trained in chunks of --chunk-iterations
+PPO iterations (`robot-rl train`, then `resume=`), with an evaluation on --episodes episodes after
+every chunk appended to its curve.json. Interrupt it at any time and run the same command again:
+finished runs are skipped and an interrupted run resumes from its last checkpoint and curve point.
+The table (markdown and JSON) gives, per variant, the env steps to reach --level success as median
+and IQR over seeds, '> cap' where a seed never reached it, and the final success of every seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from robot_rl import commands
+from robot_rl.training.checkpoint import latest_checkpoint
+
+# The same learner, PPO hyper-parameters, layouts and randomization for every variant; only the
+# reward or the guidance differs. Plan guidance drives the TCP, so it and its baseline use ee_position.
+VARIANTS = {
+    "dense": ["task.params.reward=dense"],
+    "sparse": ["task.params.reward=sparse"],
+    "keypoint_oracle": ["guidance=keypoint", "guidance.backend=oracle"],
+    "keypoint_noisy": ["guidance=keypoint", "guidance.backend=noisy_oracle", "guidance.noise_p=0.2"],
+    "keypoint_vlm": ["guidance=keypoint", "guidance.backend=vlm"],
+    "dense_ee_position": ["task.params.reward=dense", "task.action_mode=ee_position"],
+    "plan": ["guidance=plan", "task.action_mode=ee_position"],
+    "plan_wrong_option": ["guidance=plan", "task.action_mode=ee_position", "guidance.inject_wrong_option=true"],
+}
+
+
+def run_one(out: Path, task: str, variant: str, seed: int, args) -> list[dict]:
+    run = out / f"{variant}_s{seed}"
+    curve_path = run / "curve.json"
+    curve = json.loads(curve_path.read_text()) if curve_path.exists() else []
+    common = [f"task={task}", f"task.num_worlds={args.worlds}", f"task.params.layouts={args.layouts}",
+              f"eval.episodes={args.episodes}", "train.progress=false", f"train.save_every={args.chunk_iterations}"]
+    for chunk in range(len(curve), args.chunks):
+        iterations = (chunk + 1) * args.chunk_iterations
+        checkpoint = run / "checkpoints" / f"model_{iterations}.pt"
+        if not (run / "config.yaml").exists():
+            overrides = [*common, *VARIANTS[variant], *args.extra, f"seed={seed}", f"runs_root={out}",
+                         f"run_name={run.name}", f"train.iterations={iterations}"]  # fmt: skip
+            commands.cmd_train(overrides)
+        elif not checkpoint.exists():  # interrupted: resume from the latest checkpoint
+            latest_checkpoint(run)  # a clear error if there is none
+            commands.cmd_train([f"resume={run}", f"train.iterations={iterations}"])
+        # else: interrupted after training this chunk but before its evaluation was recorded
+        result = commands.evaluate_run(run, [f"eval.episodes={args.episodes}"], checkpoint=str(checkpoint),
+                                       name=f"curve_{iterations:05d}")  # fmt: skip
+        meta = json.loads((run / "meta.json").read_text())
+        steps = iterations * int(meta["total_steps"]) // int(meta["iterations"])
+        m = result["metrics"]
+        point = {"iterations": iterations, "env_steps": steps, "success": m["success_rate"], "ci95": m["success_ci95"]}
+        curve.append(point)
+        tmp = curve_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(curve, indent=1))
+        tmp.replace(curve_path)
+        print(f"[{variant} seed {seed}] {iterations} iterations, {curve[-1]['env_steps']:,} steps: "
+              f"success {curve[-1]['success']:.3f}", flush=True)  # fmt: skip
+    return curve
+
+
+def steps_to(curve: list[dict], level: float) -> int | None:
+    return next((c["env_steps"] for c in curve if c["success"] >= level), None)
+
+
+def table(curves: dict[str, dict[int, list[dict]]], level: float) -> tuple[str, dict]:
+    rows, data = [], {}
+    for variant, seeds in curves.items():
+        reached = [steps_to(c, level) for c in seeds.values()]
+        cap = max((c[-1]["env_steps"] for c in seeds.values() if c), default=0)
+        # Censored runs count as 'beyond the cap' (inf) for the median and quartiles.
+        vals = np.array([np.inf if r is None else r for r in reached], dtype=float)
+        q1, med, q3 = (np.percentile(vals, q, method="lower") for q in (25, 50, 75))
+        fmt = lambda v, cap=cap: f"> {cap:,}" if np.isinf(v) else f"{int(v):,}"  # noqa: E731
+        finals = [round(c[-1]["success"], 3) for c in seeds.values() if c]
+        rows.append(f"| {variant} | {fmt(med)} | {fmt(q1)} - {fmt(q3)} | {len(seeds)} | {finals} |")
+        data[variant] = {"steps_to_level": reached, "cap": cap, "final_success": finals, "seeds": list(seeds)}
+    head = f"| variant | steps to {level:.0%} (median) | IQR | seeds | final success per seed |\n|---|---|---|---|---|"
+    return "\n".join([head, *rows]), data
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", default="arm_push")
+    p.add_argument("--variants", default="dense,sparse,keypoint_oracle,keypoint_noisy")
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--chunks", type=int, default=6, help="evaluations per run (the step cap is chunks x chunk size)")
+    p.add_argument("--chunk-iterations", type=int, default=10)
+    p.add_argument("--worlds", type=int, default=512)
+    p.add_argument("--layouts", type=int, default=16)
+    p.add_argument("--episodes", type=int, default=256)
+    p.add_argument("--level", type=float, default=0.8)
+    p.add_argument("--out", type=Path, default=Path("runs/sweeps/sample_efficiency"))
+    p.add_argument("extra", nargs="*", help="more config overrides for every run")
+    args = p.parse_args(argv)
+    variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        p.error(f"unknown variants {unknown} (known: {', '.join(VARIANTS)})")
+    args.out.mkdir(parents=True, exist_ok=True)
+    curves: dict[str, dict[int, list[dict]]] = {v: {} for v in variants}
+    for seed in (int(s) for s in args.seeds.split(",")):
+        for variant in variants:
+            curves[variant][seed] = run_one(args.out, args.task, variant, seed, args)
+    md, data = table(curves, args.level)
+    (args.out / "table.md").write_text(md + "\n")
+    (args.out / "table.json").write_text(json.dumps({"task": args.task, "level": args.level, **data}, indent=1))
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
