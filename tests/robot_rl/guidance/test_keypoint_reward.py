@@ -165,3 +165,22 @@ def test_following_the_chosen_path_pays_most():
     assert success > wrong
     # Potential-based: all the progress shaping of an episode is worth at most the progress weight.
     assert linger <= cfg.weights.progress + 1e-6
+
+
+def test_a_training_run_survives_a_failing_model_server(tmp_path, capsys):
+    from robot_rl.cli import main
+
+    down = [{"match": [], "responses": [{"status": 503, "body": "overloaded"}]}]
+    common = ["task=arm_pick_place", "guidance=keypoint", "guidance.backend=vlm", "task.params.layouts=2",
+              "task.num_worlds=16", "train.iterations=1", "train.progress=false", f"runs_root={tmp_path}",
+              "guidance.model.max_retries=1", f"guidance.model.cache_dir={tmp_path / 'cache'}",
+              "guidance.model.mode=record"]  # fmt: skip
+    with ReplayServer(down) as server:
+        url = f"guidance.model.base_url={server.url}"
+        assert main(["train", *common, url, "run_name=fallback"]) == 0  # oracle fallback, run finishes
+        keypoints = json.loads((tmp_path / "fallback" / "guidance" / "keypoints.json").read_text())
+        assert keypoints["sources"] == {"oracle": 2} and "503" in keypoints["records"][0]["errors"][0]
+        capsys.readouterr()
+        assert main(["train", *common, url, "run_name=strict", "guidance.model.on_failure=error"]) == 2
+        err = capsys.readouterr().err
+        assert "503" in err and "Traceback" not in err
