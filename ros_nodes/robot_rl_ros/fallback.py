@@ -24,6 +24,10 @@ class FallbackGains:
     kd_xy: float = 0.5  # desired horizontal deceleration per m/s of velocity, in g... scaled below
     max_tilt_deg: float = 8.0
     land_speed_mps: float = 0.3
+    # Still climbing when LAND starts (e.g. a geofence breach on the way up): brake harder, but keep
+    # enough thrust for the attitude loop to hold the drone level.
+    kd_brake_pwm_per_mps: float = 25000.0
+    brake_min_thrust_ratio: float = 0.35
     open_loop_land_thrust_ratio: float = 0.85
     thrust_max: float = 60000.0
 
@@ -60,5 +64,8 @@ class FallbackController:
             return np.array([0.0, 0.0, 0.0, self.g.open_loop_land_thrust_ratio * self.g.hover_pwm])
         vz = float(state["velocity"][2])
         thrust = self.g.hover_pwm + self.g.kd_z_pwm_per_mps * (-self.g.land_speed_mps - vz)
+        if vz > 0.0:
+            brake = self.g.hover_pwm - self.g.kd_brake_pwm_per_mps * vz
+            thrust = max(min(thrust, brake), self.g.brake_min_thrust_ratio * self.g.hover_pwm)
         roll, pitch = self._level_tilt(state)
         return np.array([roll, pitch, 0.0, float(np.clip(thrust, 0.0, self.g.thrust_max))])

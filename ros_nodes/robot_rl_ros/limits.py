@@ -28,6 +28,12 @@ class DroneLimits:
     # Geofence box, metres, world ENU.
     fence_low: np.ndarray = field(default_factory=lambda: np.array([-1.5, -1.5, -0.2]))
     fence_high: np.ndarray = field(default_factory=lambda: np.array([1.5, 1.5, 2.0]))
+    # Braking the fallbacks can count on (m/s^2, x y z) after a reaction time: the fence trips when
+    # the stopping point would cross it, not when the drone already has. Horizontal: g tan(8 deg) of
+    # the level-out tilt; vertical: measured in SITL from the land fallback's thrust floor (0.35 of
+    # hover), thrust slew limit and motor lag included.
+    fence_brake_mps2: np.ndarray = field(default_factory=lambda: np.array([1.3, 1.3, 4.5]))
+    fence_reaction_s: float = 0.1
     min_separation_m: float = 0.3
 
     @staticmethod
@@ -45,9 +51,11 @@ class DroneLimits:
         for name in ("low", "high", "max_rate"):
             if getattr(out, name).shape != (4,):
                 raise ValueError(f"limit '{name}' needs 4 values (roll, pitch, yaw rate, thrust)")
-        for name in ("fence_low", "fence_high"):
+        for name in ("fence_low", "fence_high", "fence_brake_mps2"):
             if getattr(out, name).shape != (3,):
                 raise ValueError(f"limit '{name}' needs 3 values (x, y, z)")
+        if np.any(out.fence_brake_mps2 <= 0):
+            raise ValueError("limit 'fence_brake_mps2' must be positive")
         if np.any(out.low > out.high):
             raise ValueError("limit 'low' exceeds 'high'")
         return out
@@ -94,14 +102,30 @@ def yaw_rad(quat_xyzw) -> float:
     return float(np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
 
 
-def geofence_violation(position, low: np.ndarray, high: np.ndarray) -> str | None:
-    """None inside the box, else a one-line reason naming the axis."""
+def geofence_violation(
+    position,
+    low: np.ndarray,
+    high: np.ndarray,
+    velocity=None,
+    brake_mps2: np.ndarray | None = None,
+    reaction_s: float = 0.0,
+) -> str | None:
+    """None inside the box, else a one-line reason naming the axis. With velocity and braking, the
+    stopping point p + v t_r + v|v| / 2a is checked, so a fast climb trips in time."""
     p = np.asarray(position, dtype=np.float64)
+    stop = p.copy()
+    if velocity is not None and brake_mps2 is not None:
+        v = np.asarray(velocity, dtype=np.float64)
+        stop = p + v * reaction_s + v * np.abs(v) / (2.0 * np.asarray(brake_mps2, dtype=np.float64))
     for i, axis in enumerate("xyz"):
         if p[i] < low[i]:
             return f"geofence: {axis} {p[i]:.2f} m < {low[i]:.2f} m"
         if p[i] > high[i]:
             return f"geofence: {axis} {p[i]:.2f} m > {high[i]:.2f} m"
+        if stop[i] < low[i] or stop[i] > high[i]:
+            bound = low[i] if stop[i] < low[i] else high[i]
+            now = f"now {p[i]:.2f} m, {v[i]:+.2f} m/s"
+            return f"geofence: {axis} would stop at {stop[i]:.2f} m ({now}), past {bound:.2f} m"
     return None
 
 

@@ -47,6 +47,8 @@ PARAMS = {
     "state_tilt_tumble_deg": _L.state_tilt_tumble_deg,
     "fence_low": _L.fence_low.tolist(),
     "fence_high": _L.fence_high.tolist(),
+    "fence_brake_mps2": _L.fence_brake_mps2.tolist(),
+    "fence_reaction_s": _L.fence_reaction_s,
     "min_separation_m": _L.min_separation_m,
     "neighbours": [""],  # namespaces of other drones whose odom to watch (empty string: none)
     "estop_topic": "/estop",

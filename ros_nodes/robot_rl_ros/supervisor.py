@@ -233,8 +233,11 @@ class SafetySupervisor:
                 f"attitude: tilt {tilt:.0f} deg > tumble {lim.state_tilt_tumble_deg:.0f} deg",
             )
             return
-        fence = L.geofence_violation(self.state["position"], lim.fence_low, lim.fence_high)
-        if fence:
+        fence = L.geofence_violation(
+            self.state["position"], lim.fence_low, lim.fence_high, self.state["velocity"], lim.fence_brake_mps2,
+            lim.fence_reaction_s,
+        )
+        if fence and self.mode != Mode.LAND:  # already landing: braking is what LAND does
             self._fall(now, Mode.LAND, fence)
         if tilt > lim.state_tilt_envelope_deg:
             self._fall(

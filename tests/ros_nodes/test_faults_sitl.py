@@ -162,19 +162,19 @@ def test_geofence_breach_lands_in_sitl(trained_bundle, limit_ledger, tmp_path):
     land = next((m for m in modes if m.startswith("LAND")), None)
     assert land is not None and "geofence: z" in land, modes
     assert modes.index(land) < next(i for i, m in enumerate(modes) if m.startswith("MOTORS_OFF")), modes
-    # Bound: the safety node's LAND event (its own clock) vs the stamp of the first state beyond the fence.
-    t_breach = next(t for t, p in obs.states if p[2] > fence_z)
+    # The fence counts braking: LAND comes no later than the first state beyond it (usually before,
+    # when the climb's stopping point crossed it), and the peak stays near the fence.
     ev = next(e for e in obs.safety_events if e.startswith("event.LAND"))
     t_land = float(ev.split()[1])
-    assert -1e-3 <= t_land - t_breach <= 2.0 / RATE_HZ + 1e-3, (t_breach, t_land)  # events carry ms
+    t_breach = next((t for t, p in obs.states if p[2] > fence_z), None)
+    assert t_breach is None or t_land <= t_breach + 2.0 / RATE_HZ + 1e-3, (t_breach, t_land)  # events carry ms
     # It came down: the last states are on the ground, and commands flowed at >= 10 Hz (sim time).
     z_end = obs.states[-1][1][2]
     assert z_end < 0.1, f"still at z={z_end:.2f} m"
-    t_cmd = np.array([c[0] for c in obs.commands if c[0] >= t_breach])
+    t_cmd = np.array([c[0] for c in obs.commands if c[0] >= t_land])
     assert np.max(np.diff(t_cmd)) < 0.1
     peak = max(p[2] for _, p in obs.states)
-    print(
-        f"\ngeofence z>{fence_z} m: breach at t={t_breach:.3f} s, LAND at {t_land:.3f} s "
-        f"({(t_land - t_breach) * 1e3:.0f} ms), peak z {peak:.2f} m, final z {z_end:.3f} m, {land}"
-    )
+    print(f"\ngeofence z>{fence_z} m: LAND at {t_land:.3f} s, first state beyond the fence "
+          f"{'none' if t_breach is None else f'{t_breach:.3f} s'}, peak z {peak:.2f} m, final z {z_end:.3f} m, {land}")
     assert not limit_ledger.violations
+    assert peak < fence_z + 0.1, f"the climb overshot the fence to {peak:.2f} m"

@@ -57,6 +57,13 @@ def test_geofence_and_separation_report_reasons():
     assert L.geofence_violation([0, 0, 1], lim.fence_low, lim.fence_high) is None
     assert "z 2.50" in L.geofence_violation([0, 0, 2.5], lim.fence_low, lim.fence_high)
     assert "cf2" in L.separation_violation([0, 0, 1], {"cf2": np.array([0.1, 0, 1])}, 0.3)
+    # Braking-aware: 1.5 m, climbing at 2 m/s with 4.5 m/s^2 and 0.1 s reaction stops at 2.14 m > 2.0 m.
+    fence = (lim.fence_low, lim.fence_high, [0, 0, 2.0], lim.fence_brake_mps2, lim.fence_reaction_s)
+    reason = L.geofence_violation([0, 0, 1.5], *fence)
+    assert reason is not None and "would stop at 2.14" in reason
+    assert L.geofence_violation([0, 0, 1.5], lim.fence_low, lim.fence_high, [0, 0, -2.0], lim.fence_brake_mps2,
+                                lim.fence_reaction_s) is None  # fmt: skip  (moving away from the ceiling)
+    assert L.geofence_violation([0, 0, 1.0], *fence) is None  # 1.64 m: room to stop
 
 
 def test_limits_from_params_reject_bad_sizes():
