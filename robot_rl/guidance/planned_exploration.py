@@ -118,6 +118,7 @@ class PlanGuidedEnv:
         self.scenes = []
         self.verifiers: list[PlanVerifier] = []
         self.requests = 0
+        self.value_fn = None  # the learner sets it (critic values of observations) for rule value_bonus
         render = _identities_per_layout(task)
         for layout, ident in enumerate(render):
             scene = scene_from_identity(task.name, ident)
@@ -170,12 +171,30 @@ class PlanGuidedEnv:
 
     def _choose(self, ids: torch.Tensor) -> None:
         lay = self.task.layout_id
-        for i in ids.tolist():
+        values = self._option_values(ids) if self.cfg.rule == "value_bonus" and self.value_fn else None
+        for k, i in enumerate(ids.tolist()):
             layout, s = int(lay[i]), int(self.sub[i])
             if s < int(self.n_sub[layout]):
-                self.opt[i] = self.selector.choose(layout, s, int(self.n_opt[layout, s]))
+                n = int(self.n_opt[layout, s])
+                self.opt[i] = self.selector.choose(layout, s, n, None if values is None else values[k, :n].tolist())
         self.t_sub[ids] = 0
         self.closed_steps[ids] = 0
+
+    @torch.no_grad()
+    def _option_values(self, ids: torch.Tensor) -> torch.Tensor:
+        """LLM-TALE: the critic's value of each option's goal, i.e. of the observation the world would
+        see with that option chosen (k, MAX_OPTIONS)."""
+        keep = self.opt.clone()
+        out = torch.full((len(ids), MAX_OPTIONS), float("-inf"))
+        lay = self.task.layout_id[ids]
+        n_opt = self.n_opt[lay, self.sub[ids].clamp(max=MAX_SUBGOALS - 1)]
+        for o in range(int(n_opt.max())):
+            self.opt[ids] = torch.minimum(torch.full_like(ids, o), n_opt - 1)
+            self.target, self.grip = self._subgoal_target()
+            out[:, o] = self.value_fn(self.get_observations())[ids].reshape(-1).float()
+        self.opt = keep
+        self.target, self.grip = self._subgoal_target()
+        return out
 
     def _start_worlds(self, ids: torch.Tensor) -> None:
         self.sub[ids] = 0

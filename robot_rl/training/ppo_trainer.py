@@ -84,6 +84,8 @@ class PPOTrainer:
         self.writer = writer
         self.alg: PPO = PPO.construct_algorithm(env.get_observations(), env, copy.deepcopy(self.cfg), "cpu")
         self._shrink_output_layer()
+        if hasattr(env, "value_fn"):  # planned exploration chooses options by the critic's values
+            env.value_fn = self.alg.critic
         self.iteration = 0  # iterations completed
         self.total_steps = 0
         self.train_time_s = 0.0
