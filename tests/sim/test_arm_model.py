@@ -78,6 +78,24 @@ def test_arm_holds_pose_under_gravity(model):
     assert np.abs(data.qvel[:7]).max() < 1e-3
 
 
+@pytest.mark.parametrize("joint", range(7))
+def test_joint_servo_follows_a_step_within_a_few_control_steps(model, joint):
+    # joint impedance at libfranka's default stiffness: a 0.02 rad target step is 90% done in < 0.1 s
+    # (2.5 control steps at 25 Hz) with little overshoot; the old 800 / 250 N m/rad servos took ~0.2 s
+    data = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, data, model.keyframe("home").id)
+    mujoco.mj_forward(model, data)
+    q0 = data.qpos[joint]
+    data.ctrl[joint] = q0 + 0.02
+    frac = []
+    for _ in range(int(0.3 / model.opt.timestep)):
+        mujoco.mj_step(model, data)
+        frac.append((data.qpos[joint] - q0) / 0.02)
+    frac = np.array(frac)
+    assert frac[int(0.1 / model.opt.timestep) - 1] > 0.9
+    assert frac.max() < 1.1 and abs(frac[-1] - 1.0) < 0.01
+
+
 def test_diff_ik_step_moves_tcp_as_asked():
     q = torch.tensor(PANDA_Q_HOME, dtype=torch.float64).repeat(3, 1)
     kin = forward_kinematics(q)
@@ -87,6 +105,17 @@ def test_diff_ik_step_moves_tcp_as_asked():
     assert torch.allclose(moved, d_pos, atol=5e-4)
     rot = forward_kinematics(q_new).tcp[:, :3, :3]
     assert (rot - kin.tcp[:, :3, :3]).abs().max() < 5e-3  # orientation held
+
+
+def test_diff_ik_reference_is_the_previous_target_within_a_bound():
+    ik = DiffIK()
+    q = torch.tensor(PANDA_Q_HOME, dtype=torch.float64).repeat(2, 1)
+    target = q.clone()
+    target[0, 0] += 0.03  # lagging servo: integrate on the target
+    target[1, 1] += 0.5  # blocked or pushed arm: re-anchor to within max_target_lead of the joints
+    ref = ik.reference(target, q)
+    assert torch.allclose(ref[0], target[0])
+    assert torch.allclose(ref[1, 1], q[1, 1] + ik.max_target_lead) and torch.allclose(ref[1, 2:], q[1, 2:])
 
 
 def test_diff_ik_respects_joint_limits():
