@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from robot_rl.deploy.arm_ik import ARM_ACTION_MODES, ArmController
 from robot_rl.deploy.observation import Integrator, ObsTerm
 
 SCHEMA_VERSION = 1
-ACTION_MODES = ("rpyt", "ctbr", "motors", "joint_position")
+ACTION_MODES = ("rpyt", "ctbr", "motors", "joint_position", *ARM_ACTION_MODES)
 
 
 class BundleError(ValueError):
@@ -158,6 +159,8 @@ def load_bundle(path: str | Path, check_onnx: bool = True) -> PolicyBundle:
         raise BundleError(f"observation.size {obs.get('size')} != sum of term sizes {bundle.obs_dim}")
     if not bundle.control_rate_hz > 0:
         raise BundleError("control_rate_hz must be positive")
+    if bundle.action.mode in ARM_ACTION_MODES:
+        _check_arm(bundle, yaml_path)
     if check_onnx:
         if not bundle.onnx_path.is_file():
             raise BundleError(f"missing {bundle.onnx_path}")
@@ -165,6 +168,19 @@ def load_bundle(path: str | Path, check_onnx: bool = True) -> PolicyBundle:
         if digest != bundle.onnx_sha256:
             raise BundleError(f"{bundle.onnx_path.name} sha256 {digest[:12]}... does not match policy.yaml")
     return bundle
+
+
+def _check_arm(bundle: PolicyBundle, yaml_path: Path) -> None:
+    """An arm bundle must carry what the runtime's IK needs (extra.ik, ik_orientation, gripper)."""
+    try:
+        arm = ArmController.from_bundle(bundle.action.mode, bundle.extra)
+    except ValueError as e:
+        raise BundleError(f"{yaml_path}: {e}") from None
+    if bundle.action_dim != arm.command_dim:
+        raise BundleError(
+            f"{yaml_path}: {bundle.action.mode} actions for a {arm.spec.dof}-joint arm have {arm.command_dim} "
+            f"values, action.names has {bundle.action_dim}"
+        )
 
 
 def write_bundle(bundle: PolicyBundle) -> Path:

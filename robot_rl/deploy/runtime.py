@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from robot_rl.deploy.arm_ik import ARM_ACTION_MODES, ArmController
 from robot_rl.deploy.bundle import BundleError, PolicyBundle, load_bundle
 from robot_rl.deploy.observation import build_observation
 
@@ -29,7 +30,8 @@ class PolicyRuntime:
     """Builds the observation from raw state, runs the ONNX policy, maps the action to robot units.
 
     The last policy action (in policy space) is kept and offered to the layout as 'last_action',
-    as in training.
+    as in training. For an arm bundle (ee_pose, ee_position, joint actions) act() goes on through
+    the bundle's IK to joint position targets, as the simulator's task does (see arm_ik).
     """
 
     def __init__(self, bundle: PolicyBundle | str | Path):
@@ -46,18 +48,32 @@ class PolicyRuntime:
             raise BundleError(f"ONNX output size {out.shape[-1]} does not match {self.bundle.action_dim} actions")
         self.dt = 1.0 / self.bundle.control_rate_hz
         self.last_action = np.zeros(self.bundle.action_dim, dtype=np.float64)
+        self.last_command = self.bundle.action.to_raw(self.last_action)
         self.integrals = {i.name: np.zeros(i.dim) for i in self.bundle.integrators}
+        self.arm: ArmController | None = None
+        if self.bundle.action.mode in ARM_ACTION_MODES:
+            try:  # load_bundle checked this already; a bundle built in memory has not been
+                self.arm = ArmController.from_bundle(self.bundle.action.mode, self.bundle.extra)
+            except ValueError as e:
+                raise BundleError(str(e)) from None
 
     def reset(self) -> None:
-        """Call when an episode (a flight) starts: clears the last action and the integrators."""
+        """Call when an episode (a flight) starts: clears the last action and the integrators; an arm
+        re-anchors its joint targets (and held TCP orientation) on the next measured joints."""
         self.last_action = np.zeros(self.bundle.action_dim, dtype=np.float64)
+        self.last_command = self.bundle.action.to_raw(self.last_action)
         self.integrals = {i.name: np.zeros(i.dim) for i in self.bundle.integrators}
+        if self.arm is not None:
+            self.arm.reset()
 
     def observation(self, raw: dict[str, np.ndarray], update: bool = False) -> np.ndarray:
         """The policy input. Inputs the caller provides (last_action, integrals) take precedence,
         so a simulator can replay exactly what its policy saw; update=True advances the integrators."""
         raw = dict(raw)
         raw.setdefault("last_action", self.last_action)
+        if self.arm is not None and "joint_position" in raw and not {"ee_position", "ee_quaternion"} <= raw.keys():
+            # an arm reports its joints; the TCP pose is FK of them, as in training
+            raw = {**self.arm.tcp_state(raw["joint_position"]), **raw}
         for integ in self.bundle.integrators:
             if integ.name not in raw:
                 if update:
@@ -73,10 +89,18 @@ class PolicyRuntime:
         return y[0] if single else y
 
     def act(self, raw: dict[str, np.ndarray]) -> np.ndarray:
-        """One control step: returns the command in robot units (e.g. rpyt: deg, deg, deg/s, PWM)."""
+        """One control step: returns what the robot's controller takes, in robot units.
+
+        rpyt / ctbr / motors: the command itself (e.g. rpyt: deg, deg, deg/s, PWM). Arm modes: joint
+        position targets, the arm's joints (rad) then each finger (m), from the command (kept in
+        last_command) through the IK, integrated on the previous target and the measured joints.
+        """
         obs = self.observation(raw, update=True)
         a = np.clip(self.policy(obs).astype(np.float64), -1.0, 1.0)
         if not np.all(np.isfinite(a)):
             raise ValueError("policy produced a non-finite action")
         self.last_action = a
-        return self.bundle.action.to_raw(a)
+        self.last_command = self.bundle.action.to_raw(a)
+        if self.arm is None:
+            return self.last_command
+        return self.arm.joint_targets(self.last_command, raw["joint_position"])

@@ -25,7 +25,12 @@ def torch_policy(actor) -> Policy:
 
 
 def deploy_policy(runtime) -> Policy:
-    """Actions computed by the deploy runtime from the raw state the task reported (numpy + ONNX)."""
+    """Actions computed by the deploy runtime from the raw state the task reported (numpy + ONNX).
+
+    The env takes policy-space actions, so its own action pipeline runs on them (the Crazyflie's
+    rpyt mapping, an arm's IK and servo targets); the runtime's arm IK is held to the simulator's
+    joint targets step by step in tests/robot_rl/deploy/test_arm_ik.py.
+    """
 
     def act(env) -> torch.Tensor:
         raw = {k: v.numpy() for k, v in env.task.last_raw.items()}

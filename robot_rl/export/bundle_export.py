@@ -41,6 +41,18 @@ def export_onnx(actor, obs_dim: int, path: Path) -> None:
     )
 
 
+def bundle_extra(task) -> dict:
+    """The task's bundle_extra as plain YAML-able data.
+
+    A joint-mode arm task writes ik: null, but the runtime still needs the joint limits, their margin
+    and max_target_lead to integrate joint deltas as the simulator does: take them from the task's IK.
+    """
+    extra = dict(getattr(task, "bundle_extra", None) or {})
+    if "ik" in extra and extra["ik"] is None and hasattr(getattr(task, "ik", None), "spec"):
+        extra["ik"] = task.ik.spec()
+    return json.loads(json.dumps(extra, default=str))
+
+
 def export_bundle(actor, task, out_dir: Path, source: dict) -> PolicyBundle:
     """Write the bundle for a task's actor into out_dir; returns the validated bundle description.
 
@@ -75,7 +87,7 @@ def export_bundle(actor, task, out_dir: Path, source: dict) -> PolicyBundle:
             "std": [float(x) for x in norm.std.flatten()],
         },
         source=json.loads(json.dumps(source, default=str)),
-        extra=json.loads(json.dumps(getattr(task, "bundle_extra", {}), default=str)),
+        extra=bundle_extra(task),
     )
     write_bundle(bundle)
     return bundle

@@ -50,6 +50,7 @@ TABLE_Z, HALF = 0.0, 0.025  # table surface and object half height (sim/tasks/ar
 # Planar point offsets as coefficients of (d, d rotated +90 deg), d = unit direction body -> destination.
 POINT_COEF = {"center": (0, 0), "top": (0, 0), "behind": (-1, 0), "front": (1, 0), "left": (0, 1), "right": (0, -1)}
 CLEARANCE = 0.045  # m from an object's centre for side points: half size + finger clearance
+PUSH_DEPTH = 0.03  # m the push target leads the contact point: the push speed, about 2 cm per step
 PLAN_FEATURES = 3 + len(SKILLS) + 1 + 1  # target - tcp, skill one-hot, gripper command, progress
 
 
@@ -57,7 +58,7 @@ PLAN_FEATURES = 3 + len(SKILLS) + 1 + 1  # target - tcp, skill one-hot, gripper 
 class PlanGuidanceConfig:
     planner: str = "oracle"  # oracle | llm
     base_gain: float = 1.0  # weight of the plan-following action
-    residual_scale: float = 1.0  # k: weight of the policy's residual
+    residual_scale: float = 0.5  # k: weight of the policy's residual (its exploration noise scales with it)
     approach_gain: float = 0.7  # fraction of the remaining TCP error commanded per step
     subgoal_timeout_s: float = 3.0
     rule: str = "bandit"  # bandit | value_bonus
@@ -235,10 +236,17 @@ class PlanGuidedEnv:
         over = torch.cat([centre[:, :2], (TABLE_Z + HALF + height).unsqueeze(1)], dim=1)
         carry = (skill == K["transport"]) | (skill == K["place"])
         target = torch.where(carry.unsqueeze(1), over, target)
-        # push: drive the TCP through the object's centre toward the pad
+        # push: stay on the line from the pad through the object; push into the object when lined up
+        # behind it, otherwise go back to the point behind it first (a lateral contact spins it away)
         push_dir = centre[:, :2] - moved[:, :2]
         push_dir = push_dir / push_dir.norm(dim=1, keepdim=True).clamp(min=1e-6)
-        push = torch.cat([moved[:, :2] + 0.02 * push_dir, moved[:, 2:3]], dim=1)
+        behind = moved[:, :2] - CLEARANCE * push_dir
+        rel = t.tcp_pos[:, :2] - behind
+        along = (rel * push_dir).sum(dim=1, keepdim=True)
+        lateral = (rel - along * push_dir).norm(dim=1)
+        lined_up = (lateral < 0.015) & (along.squeeze(1) > -0.03)
+        ahead = torch.where(lined_up.unsqueeze(1), behind + PUSH_DEPTH * push_dir, behind)
+        push = torch.cat([ahead, moved[:, 2:3]], dim=1)
         target = torch.where((skill == K["push"]).unsqueeze(1), push, target)
         grip = torch.where(skill == K["push"], -1.0, grip)  # closed fingers push; open ones straddle the object
         release = t.tcp_pos + torch.tensor([0.0, 0.0, 0.01], dtype=torch.float64)
