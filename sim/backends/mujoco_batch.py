@@ -77,6 +77,16 @@ class MujocoBatchBackend:
                 return
         self.batch.forward(ids=ids)
 
+    def derived(self, field: str) -> torch.Tensor:
+        """Current values of a derived MjData field (sensordata, actuator_force, xpos), (num_worlds, ...), a copy.
+
+        Refreshed by every step/forward once the field has been asked for (ask once at set-up: it is zero
+        until the next call); after step() they describe the state before the last substep, as after mj_step.
+        """
+        if field in STATE_FIELDS:
+            raise ValueError(f"'{field}' is a state field: use backend.{field}")
+        return torch.tensor(self.batch.bind(field))
+
     # -- per-world model parameters ---------------------------------------------------------
     def expand(self, field: str) -> torch.Tensor:
         """Writable per-world values of a model field, e.g. 'body_mass', 'actuator_dynprm'."""

@@ -3,6 +3,7 @@
 from sim.tasks.arm import ArmPickPlace, ArmPush, ArmReach
 from sim.tasks.crazyflie import CrazyflieGoto, CrazyflieHover
 from sim.tasks.crazyflie_swarm import CrazyflieSwarm
+from sim.tasks.quadruped import QuadrupedVelocity
 
 TASKS = {
     "crazyflie_hover": CrazyflieHover,
@@ -11,6 +12,7 @@ TASKS = {
     "arm_reach": ArmReach,
     "arm_push": ArmPush,
     "arm_pick_place": ArmPickPlace,
+    "quadruped_velocity": QuadrupedVelocity,
 }
 
 

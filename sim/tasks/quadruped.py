@@ -1,0 +1,662 @@
+"""Quadruped velocity tracking on a Go1-like robot (assets/quadruped/go1_like.xml), legged_gym style.
+
+The policy gets a velocity command (vx, vy, yaw rate), drawn per episode and again every
+command_resample_s, and outputs joint position targets around the home pose; position servos
+(kp, kv, torque limited) run at 200 Hz, the policy at 50 Hz. Reward terms follow legged_gym
+(Rudin et al., CoRL 2021) with its per-second weights. Terrain is flat by default; terrain="rough"
+generates a heightfield of 8 x 8 m tiles (rows of x: difficulty levels, columns of y: terrain
+types) with a terrain-level curriculum. Observations follow obs_layout, exported into the bundle.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from sim.observation_layout import build_observation, quat_xyzw_to_rotmat, to_body
+
+ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "quadruped"
+ROBOT_PATH = ASSET_DIR / "go1_like.xml"
+FLAT_SCENE = ASSET_DIR / "scene.xml"
+
+LEGS = ("FR", "FL", "RR", "RL")  # Unitree motor order
+JOINT_NAMES = [f"{leg}_{part}" for leg in LEGS for part in ("hip", "thigh", "calf")]
+# legged_gym's A1 defaults (used for Go1-class robots): hips splayed 0.1 rad outwards, rear thighs further back
+DEFAULT_JOINT_POS = [-0.1, 0.8, -1.5, 0.1, 0.8, -1.5, -0.1, 1.0, -1.5, 0.1, 1.0, -1.5]
+JOINT_LOW = [-0.863, -0.686, -2.818] * 4  # Go1 URDF limits (rad)
+JOINT_HIGH = [0.863, 4.501, -0.888] * 4
+TORQUE_LIMIT = [23.7, 23.7, 35.55] * 4  # N m
+SPAWN_HEIGHT = 0.34  # trunk origin above the ground at reset: feet just clear of it in the home pose
+TOTAL_MASS = 12.864  # kg, as written in go1_like.xml
+THIGH_LENGTH = CALF_LENGTH = 0.213  # m
+FOOT_RADIUS = 0.02
+
+# contact sensor rows in go1_like.xml
+FEET = slice(0, 4)
+BODY_CONTACTS = slice(4, 13)  # trunk, hips, thighs: ground contact ends the episode
+CALVES = slice(13, 17)  # collision penalty
+
+COMMAND_NAMES = ["vx_m_s", "vy_m_s", "yaw_rate_rad_s"]
+
+
+def obs_layout(observe_lin_vel: bool) -> list[dict]:
+    """legged_gym's observation (scales included), minus the base velocity when the robot has no estimator."""
+    terms = [
+        {"name": "angular_velocity", "op": "identity", "inputs": ["angular_velocity"], "dim": 3, "scale": 0.25,
+         "clip": 5.0},
+        # gravity in the body frame: the attitude without yaw, which a velocity task must not depend on
+        {"name": "projected_gravity", "op": "body_frame", "inputs": ["gravity_direction", "quaternion"], "dim": 3,
+         "scale": 1.0, "clip": 1.0},
+        {"name": "command", "op": "identity", "inputs": ["command"], "dim": 3, "scale": 1.0, "clip": 2.0},
+        {"name": "joint_position", "op": "difference", "inputs": ["joint_position", "default_joint_position"],
+         "dim": 12, "scale": 1.0, "clip": 4.0},
+        {"name": "joint_velocity", "op": "identity", "inputs": ["joint_velocity"], "dim": 12, "scale": 0.05,
+         "clip": 5.0},
+        {"name": "last_action", "op": "identity", "inputs": ["last_action"], "dim": 12, "scale": 1.0, "clip": 1.0},
+    ]  # fmt: skip
+    if observe_lin_vel:
+        lin = {"name": "base_linear_velocity", "op": "identity", "inputs": ["base_linear_velocity"], "dim": 3,
+               "scale": 2.0, "clip": 5.0}  # fmt: skip
+        terms.insert(0, lin)
+    return terms
+
+
+# raw-state noise (std, raw units), legged_gym's noise scales: joints 0.01 rad and 1.5 rad/s, gyro 0.2 rad/s,
+# velocity 0.1 m/s; 0.025 on each quaternion component gives ~0.05 on projected gravity
+OBS_NOISE_STD = {
+    "joint_position": 0.01,
+    "joint_velocity": 1.5,
+    "angular_velocity": 0.2,
+    "base_linear_velocity": 0.1,
+    "quaternion": 0.025,
+}
+
+# Domain randomization. friction: sliding friction of every geom (ground and feet alike, so the contact's
+# max-combined value is the sample); added_mass: kg on the trunk; motor_strength: multiplier of kp and kv per
+# motor; latency in 5 ms substeps; pushes set a random horizontal velocity change every push_interval_s.
+# "train" is legged_gym's ranges (friction 0.5-1.25, added mass +-1 kg, pushes up to 1 m/s every 15 s, motor
+# strength 0.9-1.1 as in walk-these-ways); "max" widens each.
+DR_LEVELS = {
+    "none": {},
+    "train": {
+        "friction": (0.5, 1.25),
+        "added_mass": (-1.0, 1.0),
+        "motor_strength": (0.9, 1.1),
+        "latency_substeps": (0, 2),
+        "push_speed": 0.5,
+        "start_joint_noise": 0.1,
+        "start_speed": 0.3,
+    },
+    "max": {
+        "friction": (0.3, 1.5),
+        "added_mass": (-1.0, 3.0),
+        "motor_strength": (0.8, 1.2),
+        "latency_substeps": (0, 3),
+        "push_speed": 1.0,
+        "start_joint_noise": 0.2,
+        "start_speed": 0.5,
+    },
+}
+
+# -- terrain ------------------------------------------------------------------------------------------
+TERRAIN_TYPES = ("rough", "slope_up", "slope_down", "stairs_up", "stairs_down", "obstacles")
+TERRAIN_SPACING = 0.1  # m between heightfield samples (legged_gym's horizontal scale)
+TERRAIN_BORDER = 5.0  # m of flat ground around the tiles
+PLATFORM = 1.0  # m, half width of the flat spawn platform at each tile's centre
+
+
+def _tile(kind: str, difficulty: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """(n, n) heights (m) of one tile, edge level 0; difficulty in [0, 1]. Sizes are for a Go1-sized robot:
+    legged_gym's slopes (up to 0.4), steps up to 0.15 m (its 0.23 m are ANYmal-sized), blocks up to 0.13 m."""
+    s = TERRAIN_SPACING
+    c = (np.arange(n) + 0.5 - n / 2) * s
+    r = np.maximum(np.abs(c)[:, None], np.abs(c)[None, :])  # square rings around the centre
+    half = n * s / 2
+    inward = half - np.maximum(r, PLATFORM)  # distance from the edge, flat on the platform
+    if kind == "rough":
+        a = 0.01 + 0.07 * difficulty
+        coarse = rng.uniform(-a, a, size=(n // 2 + 1, n // 2 + 1)).round(3)  # 0.2 m cells
+        return np.repeat(np.repeat(coarse, 2, axis=0), 2, axis=1)[:n, :n]
+    if kind in ("slope_up", "slope_down"):
+        h = 0.4 * difficulty * inward + rng.uniform(-0.01, 0.01, size=(n, n))
+        return h if kind == "slope_up" else -h
+    if kind in ("stairs_up", "stairs_down"):
+        step = 0.02 + 0.13 * difficulty
+        h = step * np.floor(inward / 0.3)
+        return h if kind == "stairs_up" else -h
+    if kind == "obstacles":
+        h = np.zeros((n, n))
+        height = 0.03 + 0.10 * difficulty
+        for _ in range(20):
+            w, d = rng.integers(4, 11, size=2)  # 0.4-1.0 m blocks
+            i, j = rng.integers(0, n - w), rng.integers(0, n - d)
+            h[i : i + w, j : j + d] = height * rng.choice([-1.0, 1.0])
+        h[r < PLATFORM] = 0.0
+        return h
+    raise ValueError(f"unknown terrain type '{kind}' ({', '.join(TERRAIN_TYPES)})")
+
+
+def make_terrain(levels: int, tile_m: float, seed: int) -> np.ndarray:
+    """Heights (m), (rows along y, cols along x), of the whole grid: tile (level, type) spans
+    x in border + level * tile_m (+ tile_m) and y in border + type * tile_m; the lowest point is 0."""
+    rng = np.random.default_rng(seed)
+    n = int(round(tile_m / TERRAIN_SPACING))
+    b = int(round(TERRAIN_BORDER / TERRAIN_SPACING))
+    h = np.zeros((len(TERRAIN_TYPES) * n + 2 * b + 1, levels * n + 2 * b + 1))
+    for level in range(levels):
+        difficulty = level / max(1, levels - 1)
+        for t, kind in enumerate(TERRAIN_TYPES):
+            h[b + t * n : b + (t + 1) * n, b + level * n : b + (level + 1) * n] = _tile(kind, difficulty, n, rng)
+    return h - h.min()
+
+
+def write_rough_scene(heights: np.ndarray, tag: str) -> Path:
+    """The rough scene: the robot, a heightfield of these heights and a catch plane at the lowest level.
+
+    MuJoCo reads heightfields from a binary file (int32 nrow, int32 ncol, float32 rows from y = -size_y)
+    and normalizes them to [0, 1] times size_z, so heights go in divided by their maximum.
+    """
+    out = Path(tempfile.gettempdir()) / "robot_rl_scenes"
+    out.mkdir(parents=True, exist_ok=True)
+    nrow, ncol = heights.shape
+    top = max(float(heights.max()), 1e-3)
+    bin_path = out / f"quadruped_terrain_{tag}.bin"
+    tmp = bin_path.with_suffix(f".{os.getpid()}.tmp")  # runs in parallel may write the same terrain
+    with open(tmp, "wb") as f:
+        np.array([nrow, ncol], dtype=np.int32).tofile(f)
+        (heights / top).astype(np.float32).tofile(f)
+    os.replace(tmp, bin_path)
+    sx, sy = (ncol - 1) * TERRAIN_SPACING / 2, (nrow - 1) * TERRAIN_SPACING / 2
+    xml = f"""<mujoco model="go1_like_rough">
+  <include file="{ROBOT_PATH}"/>
+  <visual>
+    <global offwidth="640" offheight="480"/>
+    <headlight ambient="0.35 0.35 0.35" diffuse="0.5 0.5 0.5"/>
+    <quality shadowsize="2048"/>
+  </visual>
+  <asset>
+    <texture name="sky" type="skybox" builtin="gradient" rgb1="0.55 0.65 0.78" rgb2="0.12 0.14 0.18" width="512"
+             height="3072"/>
+    <texture name="grid" type="2d" builtin="checker" rgb1="0.25 0.28 0.32" rgb2="0.2 0.22 0.26" width="256"
+             height="256"/>
+    <material name="floor" texture="grid" texrepeat="1 1" texuniform="true" reflectance="0.05"/>
+    <material name="terrain" rgba="0.45 0.42 0.38 1"/>
+    <hfield name="terrain" file="{bin_path}" size="{sx} {sy} {top} 0.1"/>
+  </asset>
+  <worldbody>
+    <light pos="0 0 3" dir="0 0 -1" diffuse="0.8 0.8 0.8" castshadow="true" mode="trackcom" target="trunk"/>
+    <geom name="floor" type="plane" size="0 0 0.05" material="floor" condim="3" friction="1.0 0.005 0.0001"/>
+    <geom name="terrain" type="hfield" hfield="terrain" pos="{sx} {sy} 0" material="terrain" condim="3"
+          friction="1.0 0.005 0.0001"/>
+  </worldbody>
+</mujoco>
+"""
+    path = out / f"quadruped_rough_{tag}.xml"
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(xml)
+    os.replace(tmp, path)
+    return path
+
+
+@dataclass
+class RewardWeights:
+    """legged_gym's reward scales, per second (each term is weight * value * control_dt per step, as there)."""
+
+    tracking_lin_vel: float = 1.0
+    tracking_ang_vel: float = 0.5
+    lin_vel_z: float = -2.0
+    ang_vel_xy: float = -0.05
+    orientation: float = -1.0
+    torques: float = -0.0002
+    joint_acc: float = -2.5e-7
+    action_rate: float = -0.01
+    feet_air_time: float = 1.0
+    collision: float = -1.0
+    joint_limits: float = -10.0
+    fall: float = -2.0  # once, when the episode ends in a fall (not per second)
+
+
+@dataclass
+class QuadrupedVelocity:
+    action_mode: str = "joint_position"
+    lin_vel_x: tuple[float, float] = (-1.0, 1.0)  # m/s
+    lin_vel_y: tuple[float, float] = (-0.5, 0.5)
+    yaw_rate: tuple[float, float] = (-1.0, 1.0)  # rad/s
+    command_resample_s: float = 10.0  # a new command mid-episode (0: one per episode)
+    min_command_speed: float = 0.2  # smaller planar commands become 0 (standing still is trained too)
+    tracking_sigma: float = 0.25  # (m/s)^2 in the tracking kernels exp(-err^2 / sigma)
+    action_scale: tuple[float, float, float] = (0.5, 1.0, 1.0)  # rad per unit action: hip, thigh, calf
+    observe_lin_vel: bool = True  # base velocity in the policy's input (needs the robot's state estimator)
+    kp: float | None = None  # servo gains; None: the model's (30 N m/rad, 0.75 N m s/rad)
+    kd: float | None = None
+    terrain: str = "flat"  # flat | rough
+    terrain_levels: int = 10
+    terrain_tile_m: float = 8.0
+    terrain_seed: int = 0
+    max_init_level: int = 4  # rough: levels start uniform in 0..max_init_level
+    # success: ran to the time-out without falling, mean tracking errors below these (after settle_s of each command)
+    success_lin_vel_error: float = 0.25  # m/s
+    success_yaw_rate_error: float = 0.35  # rad/s
+    settle_s: float = 1.0
+    push_interval_s: float = 8.0
+    rewards: RewardWeights = field(default_factory=RewardWeights)
+
+    control_dt = 0.02  # 50 Hz policy
+    substeps = 4  # 5 ms physics
+    num_actions = 12
+    robot = "go1_like"
+    name = "quadruped_velocity"
+    integrators: ClassVar[list[dict]] = []  # no integral terms
+    default_camera = "track"
+
+    def __post_init__(self):
+        if self.action_mode != "joint_position":
+            raise ValueError(f"quadruped_velocity takes joint_position actions, not '{self.action_mode}'")
+        if self.terrain not in ("flat", "rough"):
+            raise ValueError(f"terrain must be flat or rough, not '{self.terrain}'")
+        scale = list(self.action_scale) * 4
+        self.action_spec = {
+            "names": [f"{j}_rad" for j in JOINT_NAMES],
+            "offset": list(DEFAULT_JOINT_POS),
+            "scale": scale,
+            "low": list(JOINT_LOW),
+            "high": list(JOINT_HIGH),
+        }
+        self.act_offset = torch.tensor(DEFAULT_JOINT_POS, dtype=torch.float64)
+        self.act_scale = torch.tensor(scale, dtype=torch.float64)
+        self.act_low = torch.tensor(JOINT_LOW, dtype=torch.float64)
+        self.act_high = torch.tensor(JOINT_HIGH, dtype=torch.float64)
+        self.obs_layout = obs_layout(self.observe_lin_vel)
+        self.curriculum = False  # on_iteration (training only) turns the terrain curriculum on
+        if self.terrain == "rough":
+            self.heights = make_terrain(self.terrain_levels, self.terrain_tile_m, self.terrain_seed)
+            tag = f"{self.terrain_levels}x{self.terrain_tile_m:g}_s{self.terrain_seed}"
+            self.model_path = write_rough_scene(self.heights, tag)
+        else:
+            self.heights = None
+            self.model_path = FLAT_SCENE
+
+    def on_iteration(self, iteration: int) -> None:
+        """Called by the trainer before each learning iteration: levels move only while training."""
+        self.curriculum = True
+
+    @property
+    def bundle_extra(self) -> dict:
+        """What a robot's controller needs beyond the observation layout: the servo law, gains and limits,
+        and the raw inputs the layout reads (two of them constants)."""
+        return {
+            "joint_names": JOINT_NAMES,
+            "default_joint_position": list(DEFAULT_JOINT_POS),
+            "action_scale": list(self.act_scale.tolist()),
+            "servo": {
+                "law": "q_des = clip(default + action_scale * action, low, high); "
+                "tau = clip(kp * (q_des - q) - kd * dq, -torque_limit, torque_limit), at >= 200 Hz",
+                "kp": self.nominal_kp,
+                "kd": self.nominal_kd,
+                "torque_limit": list(TORQUE_LIMIT),
+            },
+            "command": {
+                "names": COMMAND_NAMES,
+                "low": [self.lin_vel_x[0], self.lin_vel_y[0], self.yaw_rate[0]],
+                "high": [self.lin_vel_x[1], self.lin_vel_y[1], self.yaw_rate[1]],
+            },
+            "raw_inputs": {
+                "base_linear_velocity": "trunk velocity in the body frame, m/s (state estimator)",
+                "angular_velocity": "gyro, body frame, rad/s",
+                "quaternion": "trunk attitude, xyzw",
+                "joint_position": "rad, joint_names order",
+                "joint_velocity": "rad/s",
+                "command": "vx, vy (m/s, body frame), yaw rate (rad/s)",
+            },
+            "raw_constants": {"gravity_direction": [0.0, 0.0, -1.0], "default_joint_position": list(DEFAULT_JOINT_POS)},
+            "control_dt_s": self.control_dt,
+        }
+
+    # -- setup -----------------------------------------------------------------------------------
+    def attach(self, backend, cfg, rng: torch.Generator) -> None:
+        self.backend, self.cfg, self.rng = backend, cfg, rng
+        n = self.n = backend.num_worlds
+        self.dr = DR_LEVELS[cfg.randomization]
+        m = backend.model
+        self.trunk = m.body("trunk").id
+        for f in ("sensordata", "actuator_force"):  # register now: a derived field is filled from the next call on
+            backend.derived(f)
+        kp0, kd0 = float(m.actuator_gainprm[0, 0]), float(-m.actuator_biasprm[0, 2])
+        self.nominal_kp = float(self.kp) if self.kp is not None else kp0
+        self.nominal_kd = float(self.kd) if self.kd is not None else kd0
+        self.nominal = {"mass": float(m.body_mass[self.trunk]), "friction": float(m.geom_friction[0, 0])}
+        self.gainprm = backend.expand("actuator_gainprm")
+        self.biasprm = backend.expand("actuator_biasprm")
+        self.friction_world = torch.ones(n, dtype=torch.float64)
+        self.added_mass = torch.zeros(n, dtype=torch.float64)
+        self.strength = torch.ones(n, 12, dtype=torch.float64)
+        self._set_gains(torch.arange(n))
+        if self.dr:
+            self.mass = backend.expand("body_mass")
+            self.friction = backend.expand("geom_friction")
+        self.latency = torch.zeros(n, dtype=torch.long)
+        self.action = torch.zeros(n, 12, dtype=torch.float64)
+        self.prev_action = torch.zeros_like(self.action)
+        self.target = self.act_offset.repeat(n, 1)  # joint targets the servos hold
+        self.command = torch.zeros(n, 3, dtype=torch.float64)
+        self.last_qvel = torch.zeros(n, 12, dtype=torch.float64)
+        self.air_time = torch.zeros(n, 4, dtype=torch.float64)
+        self.last_contact = torch.zeros(n, 4, dtype=torch.bool)
+        self.fell = torch.zeros(n, dtype=torch.bool)
+        self.steps = torch.zeros(n, dtype=torch.long)
+        self.since_command = torch.zeros(n, dtype=torch.long)
+        self.err_sums = torch.zeros(n, 3, dtype=torch.float64)  # lin vel error, yaw rate error, counted steps
+        self.drift = torch.zeros(n, 2, dtype=torch.float64)  # world-frame displacement error, m
+        self.pos_err = torch.zeros(n, dtype=torch.float64)
+        self.spawn = torch.zeros(n, 3, dtype=torch.float64)
+        self.cmd_distance = torch.zeros(n, dtype=torch.float64)  # commanded planar distance this episode
+        self.walked = torch.zeros(n, dtype=torch.float64)  # planar distance from the spawn point
+        self.level = torch.zeros(n, dtype=torch.long)
+        self.tile_type = torch.zeros(n, dtype=torch.long)
+        if self.heights is not None:
+            self.height_map = torch.from_numpy(self.heights)
+            hi = min(self.max_init_level, self.terrain_levels - 1)
+            self.level = torch.randint(0, hi + 1, (n,), generator=rng)
+        self.contacts = torch.zeros(n, 17, dtype=torch.float64)
+        self.touchdown = torch.zeros(n, 4, dtype=torch.bool)
+        self.step_air_time = torch.zeros(n, 4, dtype=torch.float64)
+        self.last_raw: dict[str, torch.Tensor] = {}
+
+    def _set_gains(self, ids: torch.Tensor) -> None:
+        """Position servos with kp, kv scaled by each motor's strength (tau = s (kp (q* - q) - kv dq))."""
+        kp = self.nominal_kp * self.strength[ids]
+        kd = self.nominal_kd * self.strength[ids]
+        self.gainprm[ids, :, 0] = kp.to(self.gainprm.dtype)
+        self.biasprm[ids, :, 1] = -kp.to(self.biasprm.dtype)
+        self.biasprm[ids, :, 2] = -kd.to(self.biasprm.dtype)
+
+    def _uniform(self, k: int, lo: float, hi: float, *shape: int) -> torch.Tensor:
+        return lo + (hi - lo) * torch.rand(k, *shape, generator=self.rng, dtype=torch.float64)
+
+    # -- resets ----------------------------------------------------------------------------------
+    def _randomize(self, ids: torch.Tensor) -> None:
+        d, k = self.dr, len(ids)
+        if not d:
+            return
+        self.friction_world[ids] = self._uniform(k, *d["friction"])
+        self.friction[ids, :, 0] = self.friction_world[ids].unsqueeze(1).to(self.friction.dtype)
+        self.added_mass[ids] = self._uniform(k, *d["added_mass"])
+        self.mass[ids, self.trunk] = self.nominal["mass"] + self.added_mass[ids]
+        self.strength[ids] = self._uniform(k, *d["motor_strength"], 12)
+        self._set_gains(ids)
+        if self.cfg.action_latency:
+            lo, hi = d["latency_substeps"]
+            self.latency[ids] = torch.randint(lo, hi + 1, (k,), generator=self.rng)
+        self.backend.set_const(ids)  # masses changed
+
+    def sample_commands(self, ids: torch.Tensor) -> None:
+        k = len(ids)
+        cmd = torch.stack([self._uniform(k, *self.lin_vel_x), self._uniform(k, *self.lin_vel_y),
+                           self._uniform(k, *self.yaw_rate)], dim=1)  # fmt: skip
+        small = cmd[:, :2].norm(dim=1) < self.min_command_speed
+        cmd[small, :2] = 0.0
+        self.command[ids] = cmd
+        self.since_command[ids] = 0
+
+    def _update_levels(self, ids: torch.Tensor) -> None:
+        """legged_gym's terrain curriculum: up a level after walking past the tile's half length, down after
+        covering less than half the commanded distance; past the top level, a random level."""
+        ran = ids[self.steps[ids] > 0]
+        if not ran.numel():
+            return
+        walked = self.walked[ran]  # from the last step: the backend has already reset these worlds' state
+        up = walked > self.terrain_tile_m / 2
+        down = (walked < 0.5 * self.cmd_distance[ran]) & ~up
+        level = self.level[ran] + up.long() - down.long()
+        top = self.terrain_levels
+        wrap = level >= top
+        level[wrap] = torch.randint(0, top, (int(wrap.sum()),), generator=self.rng)
+        self.level[ran] = level.clamp(min=0)
+
+    def _spawn_points(self, ids: torch.Tensor) -> torch.Tensor:
+        k = len(ids)
+        if self.heights is None:
+            return torch.zeros(k, 3, dtype=torch.float64)
+        self.tile_type[ids] = torch.randint(0, len(TERRAIN_TYPES), (k,), generator=self.rng)
+        xy = torch.stack([self.level[ids], self.tile_type[ids]], dim=1).double()
+        xy = TERRAIN_BORDER + (xy + 0.5) * self.terrain_tile_m + self._uniform(k, -0.8, 0.8, 2)
+        # ground under the feet: the highest sample within 0.4 m of the trunk's centre
+        r = int(round(0.4 / TERRAIN_SPACING))
+        col = (xy[:, 0] / TERRAIN_SPACING).round().long()
+        row = (xy[:, 1] / TERRAIN_SPACING).round().long()
+        off = torch.arange(-r, r + 1)
+        rows = (row[:, None, None] + off[None, :, None]).clamp(0, self.height_map.shape[0] - 1)
+        cols = (col[:, None, None] + off[None, None, :]).clamp(0, self.height_map.shape[1] - 1)
+        ground = self.height_map[rows, cols].flatten(1).amax(dim=1)
+        return torch.cat([xy, ground.unsqueeze(1)], dim=1)
+
+    def reset_worlds(self, ids: torch.Tensor) -> None:
+        b, k, d = self.backend, len(ids), self.dr
+        if self.heights is not None and self.curriculum:
+            self._update_levels(ids)
+        self._randomize(ids)
+        self.sample_commands(ids)
+        spawn = self._spawn_points(ids)
+        self.spawn[ids] = spawn
+        yaw = self._uniform(k, -math.pi, math.pi)
+        b.qpos[ids, 0:2] = spawn[:, 0:2]
+        b.qpos[ids, 2] = spawn[:, 2] + SPAWN_HEIGHT
+        b.qpos[ids, 3:7] = torch.stack([torch.cos(yaw / 2), torch.zeros_like(yaw), torch.zeros_like(yaw),
+                                        torch.sin(yaw / 2)], dim=1)  # fmt: skip
+        q = self.act_offset.repeat(k, 1)
+        b.qvel[ids] = 0.0
+        if d:
+            q = q + self._uniform(k, -d["start_joint_noise"], d["start_joint_noise"], 12)
+            b.qvel[ids, 0:2] = self._uniform(k, -d["start_speed"], d["start_speed"], 2)
+        b.qpos[ids, 7:] = q.clamp(self.act_low, self.act_high)
+        self.target[ids] = self.act_offset
+        b.ctrl[ids] = self.act_offset
+        self.action[ids] = 0.0
+        self.prev_action[ids] = 0.0
+        self.last_qvel[ids] = b.qvel[ids, 6:]
+        self.air_time[ids] = 0.0
+        self.last_contact[ids] = False
+        self.fell[ids] = False
+        self.steps[ids] = 0
+        self.err_sums[ids] = 0.0
+        self.drift[ids] = 0.0
+        self.pos_err[ids] = 0.0
+        self.cmd_distance[ids] = 0.0
+        self.walked[ids] = 0.0
+        self.contacts[ids] = 0.0
+        self._refresh_raw(ids)
+
+    # -- stepping --------------------------------------------------------------------------------
+    def joint_targets(self, a: torch.Tensor) -> torch.Tensor:
+        return torch.maximum(torch.minimum(self.act_offset + self.act_scale * a, self.act_high), self.act_low)
+
+    def apply_actions(self, actions: torch.Tensor) -> None:
+        self.prev_action = self.action
+        self.action = actions.to(torch.float64)
+        target = self.joint_targets(self.action)
+        b = self.backend
+        self.last_qvel = b.qvel[:, 6:].clone()
+        for k in range(self.substeps):
+            # new targets reach the motors `latency` substeps late (bus and motor-driver cycle)
+            b.ctrl[:] = torch.where((k >= self.latency).unsqueeze(1), target, self.target)
+            b.step(1)
+        self.target = target
+        self._update_status()
+        self._refresh_raw(None)
+
+    def interval_events(self, step: torch.Tensor) -> None:
+        if self.command_resample_s > 0:
+            every = int(round(self.command_resample_s / self.control_dt))
+            due = ((step % every) == 0).nonzero().flatten()
+            if due.numel():
+                self.sample_commands(due)
+        if not (self.cfg.pushes and self.dr):
+            return
+        every = int(round(self.push_interval_s / self.control_dt))
+        due = ((step % every) == 0).nonzero().flatten()
+        if due.numel():
+            v = self.dr["push_speed"]
+            self.backend.qvel[due, 0:2] += self._uniform(len(due), -v, v, 2)
+
+    def _body_state(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Body-frame linear velocity, body-frame angular velocity, projected gravity (noise-free)."""
+        b = self.backend
+        q = b.qpos[:, 3:7]
+        rot = quat_xyzw_to_rotmat(torch.cat([q[:, 1:4], q[:, 0:1]], dim=1))
+        lin = to_body(b.qvel[:, 0:3], rot)
+        gravity = to_body(torch.tensor([0.0, 0.0, -1.0], dtype=torch.float64).expand(self.n, 3), rot)
+        return lin, b.qvel[:, 3:6], gravity  # MuJoCo's free-joint angular velocity is in the body frame
+
+    def _update_status(self) -> None:
+        """After a control step: contacts, falls, air time and the tracking statistics."""
+        dt = self.control_dt
+        self.steps += 1
+        self.since_command += 1
+        # contact sensors ("found" counts), from the start of the last substep
+        self.contacts = self.backend.derived("sensordata")[:, :17].double()
+        lin, ang, gravity = self._body_state()
+        self.lin_vel, self.ang_vel, self.gravity = lin, ang, gravity
+        self.fell = (self.contacts[:, BODY_CONTACTS] > 0).any(dim=1) | (gravity[:, 2] > 0.0)  # or upside down
+        lin_err = (self.command[:, :2] - lin[:, :2]).norm(dim=1)
+        yaw_err = (self.command[:, 2] - ang[:, 2]).abs()
+        settled = (self.since_command.double() * dt >= self.settle_s).double()
+        self.err_sums += torch.stack([lin_err * settled, yaw_err * settled, settled], dim=1)
+        # how far the robot is from where perfect tracking (in its own heading) would have put it
+        yaw = _yaw(self.backend.qpos[:, 3:7])
+        cos, sin = torch.cos(yaw), torch.sin(yaw)
+        e = self.command[:, :2] - lin[:, :2]
+        self.drift += dt * torch.stack([cos * e[:, 0] - sin * e[:, 1], sin * e[:, 0] + cos * e[:, 1]], dim=1)
+        self.pos_err = self.drift.norm(dim=1)
+        self.cmd_distance += dt * self.command[:, :2].norm(dim=1)
+        self.walked = (self.backend.qpos[:, 0:2] - self.spawn[:, 0:2]).norm(dim=1)
+        # feet air time (legged_gym): a step's air time is scored at its touchdown
+        contact = self.contacts[:, FEET] > 0
+        touch = contact | self.last_contact  # a foot can lose the ground for a substep on a bounce
+        self.last_contact = contact
+        self.touchdown = (self.air_time > 0) & touch
+        self.air_time += dt
+        self.step_air_time = self.air_time * self.touchdown
+        self.air_time = self.air_time * ~touch
+
+    # -- observations and rewards ----------------------------------------------------------------
+    def raw_state(self, noisy: bool, ids: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """Robot state in the units and frames a Go1's low-level state and estimator report."""
+        b = self.backend
+        sel = slice(None) if ids is None else ids
+        q = b.qpos[sel, 3:7]
+        quat = torch.cat([q[:, 1:4], q[:, 0:1]], dim=1)  # ROS order xyzw
+        rot = quat_xyzw_to_rotmat(quat)
+        k = quat.shape[0]
+        raw = {
+            "base_linear_velocity": to_body(b.qvel[sel, 0:3], rot),
+            "angular_velocity": b.qvel[sel, 3:6].clone(),
+            "quaternion": quat,
+            "gravity_direction": torch.tensor([0.0, 0.0, -1.0], dtype=torch.float64).repeat(k, 1),
+            "command": self.command[sel].clone(),
+            "joint_position": b.qpos[sel, 7:].clone(),
+            "default_joint_position": self.act_offset.repeat(k, 1),
+            "joint_velocity": b.qvel[sel, 6:].clone(),
+            "last_action": self.action[sel].clone(),
+        }
+        if noisy:
+            for key, std in OBS_NOISE_STD.items():
+                raw[key] = raw[key] + std * torch.randn(raw[key].shape, generator=self.rng, dtype=torch.float64)
+        return raw
+
+    def _refresh_raw(self, ids: torch.Tensor | None) -> None:
+        raw = self.raw_state(noisy=self.cfg.obs_noise, ids=ids)
+        if ids is None:
+            self.last_raw = raw
+            return
+        if not self.last_raw:  # the env's first reset: full-size buffers to write the rows into
+            self.last_raw = {k: torch.zeros((self.n,) + v.shape[1:], dtype=v.dtype) for k, v in raw.items()}
+        for k, v in raw.items():
+            self.last_raw[k][ids] = v
+
+    def observations(self) -> dict[str, torch.Tensor]:
+        policy = build_observation(self.obs_layout, self.last_raw)
+        clean_raw = self.raw_state(noisy=False)
+        clean = build_observation(self.obs_layout, clean_raw)
+        b = self.backend
+        privileged = [
+            clean,
+            (clean_raw["base_linear_velocity"] * 2.0).clamp(-5, 5).float(),  # also when the policy lacks it
+            (self.contacts[:, FEET] > 0).float(),
+            self.friction_world.unsqueeze(1).float(),
+            self.added_mass.unsqueeze(1).float(),
+            self.strength.mean(dim=1, keepdim=True).float(),
+            (self.latency.unsqueeze(1).double() / 3).float(),
+            ((b.qpos[:, 2] - self.spawn[:, 2]) / SPAWN_HEIGHT).unsqueeze(1).clamp(-3, 3).float(),
+        ]
+        return {"policy": policy, "critic": torch.cat(privileged, dim=1)}
+
+    def reward_terms(self) -> dict[str, torch.Tensor]:
+        w, b, dt = self.rewards, self.backend, self.control_dt
+        lin, ang, gravity = self.lin_vel, self.ang_vel, self.gravity
+        q = b.qpos[:, 7:]
+        # steps longer than 0.5 s pay, shorter ones cost; only when asked to move
+        air = ((self.step_air_time - 0.5) * self.touchdown).sum(dim=1) * (self.command[:, :2].norm(dim=1) > 0.1)
+        torque = b.derived("actuator_force")
+        span = self.act_high - self.act_low
+        soft_low, soft_high = self.act_low + 0.05 * span, self.act_high - 0.05 * span  # 90% soft limits
+        terms = {
+            "tracking_lin_vel": w.tracking_lin_vel
+            * torch.exp(-((self.command[:, :2] - lin[:, :2]) ** 2).sum(dim=1) / self.tracking_sigma),
+            "tracking_ang_vel": w.tracking_ang_vel * torch.exp(-((self.command[:, 2] - ang[:, 2]) ** 2)
+                                                               / self.tracking_sigma),
+            "lin_vel_z": w.lin_vel_z * lin[:, 2] ** 2,
+            "ang_vel_xy": w.ang_vel_xy * (ang[:, :2] ** 2).sum(dim=1),
+            "orientation": w.orientation * (gravity[:, :2] ** 2).sum(dim=1),
+            "torques": w.torques * (torque**2).sum(dim=1),
+            "joint_acc": w.joint_acc * (((b.qvel[:, 6:] - self.last_qvel) / dt) ** 2).sum(dim=1),
+            "action_rate": w.action_rate * ((self.action - self.prev_action) ** 2).sum(dim=1),
+            "feet_air_time": w.feet_air_time * air,
+            "collision": w.collision * (self.contacts[:, CALVES] > 0).double().sum(dim=1),
+            "joint_limits": w.joint_limits * ((soft_low - q).clamp(min=0) + (q - soft_high).clamp(min=0)).sum(dim=1),
+        }  # fmt: skip
+        terms = {k: v * dt for k, v in terms.items()}
+        terms["fall"] = w.fall * self.fell.double()
+        return terms
+
+    def terminated(self) -> torch.Tensor:
+        return self.fell.clone()
+
+    def episode_outcome(self, ids: torch.Tensor, time_outs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Success: the episode ran to its time-out without a fall and the mean tracking errors (over steps at
+        least settle_s after each command) stayed below success_lin_vel_error and success_yaw_rate_error."""
+        counted = self.err_sums[ids, 2].clamp(min=1.0)
+        lin_err = self.err_sums[ids, 0] / counted
+        yaw_err = self.err_sums[ids, 1] / counted
+        fell = self.fell[ids]
+        success = (time_outs[ids] & ~fell & (lin_err < self.success_lin_vel_error)
+                   & (yaw_err < self.success_yaw_rate_error))  # fmt: skip
+        out = {
+            "success": success.double(),
+            "crash": fell.double(),
+            "fall": fell.double(),
+            "lin_vel_error": lin_err,
+            "yaw_rate_error": yaw_err,
+            "position_error_m": self.pos_err[ids].clone(),
+        }
+        if self.heights is not None:
+            out["terrain_level"] = self.level[ids].double()
+        return out
+
+    def controller_state(self) -> list[torch.Tensor]:
+        return [self.action, self.target, self.command, self.air_time, self.last_contact, self.level,
+                self.err_sums, self.drift]  # fmt: skip
+
+
+def _yaw(q_wxyz: torch.Tensor) -> torch.Tensor:
+    w, x, y, z = q_wxyz.unbind(1)
+    return torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+
+__all__ = ["QuadrupedVelocity", "DR_LEVELS", "JOINT_NAMES", "DEFAULT_JOINT_POS", "TERRAIN_TYPES", "make_terrain"]
