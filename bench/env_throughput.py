@@ -4,9 +4,11 @@ Prints, from one run and one process:
   - batched env steps/s at 1024 worlds, with and without policy inference,
   - raw mujoco.batch control steps/s of the same model and substeps (ctrl set, no task code),
   - the ratio env / raw (goal >= 0.8),
-  - the speedup over robot_rl/CrazyflieHover-v0 in a plain Gymnasium loop and in SyncVectorEnv.
+  - the speedup over robot_rl/CrazyflieHover-v0 in a plain Gymnasium loop and in SyncVectorEnv;
+  - with --tasks, the same env / raw ratio for other tasks (arm, quadruped, swarm), each against raw
+    mujoco.batch stepping of its own model and substeps from the env's own start states.
 
-    python bench/env_throughput.py [--worlds 1024] [--steps 200]
+    python bench/env_throughput.py [--worlds 1024] [--steps 200] [--tasks arm_reach,arm_push,quadruped_velocity]
 """
 
 from __future__ import annotations
@@ -31,11 +33,38 @@ def time_it(fn, steps: int) -> float:
     return time.perf_counter() - t0
 
 
+def task_ratio(name: str, n: int, steps: int) -> tuple[float, float]:
+    """(env steps/s with zero actions, raw mujoco.batch control steps/s) for one task, same process."""
+    from sim.env import BatchedEnv, EnvConfig
+    from sim.tasks import make_task
+
+    env = BatchedEnv(make_task(name), EnvConfig(num_worlds=n, nthread=0, pushes=False))
+    zeros = torch.zeros(n, env.num_actions, dtype=torch.float64)
+    t_env = time_it(lambda: env.step(zeros), steps)
+    model = mujoco.MjModel.from_xml_path(str(env.task.model_path))
+    batch = mujoco.batch.Batch(model, n, nthread=0)
+    for f in ("qpos", "qvel", "ctrl"):
+        batch.bind(f)[:] = getattr(env.backend, f).numpy()
+    batch.forward()
+    ctrl = batch.bind("ctrl")
+    held = ctrl.copy()
+
+    def raw_step():
+        for _ in range(env.task.substeps):
+            ctrl[:] = held
+            batch.step(nstep=1)
+
+    t_raw = time_it(raw_step, steps)
+    env.close()
+    return n * steps / t_env, n * steps / t_raw
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--worlds", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--gym-steps", type=int, default=2000)
+    ap.add_argument("--tasks", default="", help="comma-separated further tasks to compare with raw stepping")
     args = ap.parse_args()
     torch.set_num_threads(1)
     n, steps = args.worlds, args.steps
@@ -112,6 +141,9 @@ def main() -> None:
     print(f"{'CrazyflieHover-v0, SyncVectorEnv(16)':38s}{sps_vec:14,.0f}{sps_vec / sps_raw:10.2f}")
     print(f"speedup of BatchedEnv over the Gymnasium loop: {sps_env / sps_gym:.1f}x, over SyncVectorEnv: "
           f"{sps_env / sps_vec:.1f}x (goal >= 5x)")  # fmt: skip
+    for name in filter(None, args.tasks.split(",")):
+        env_sps, raw_sps = task_ratio(name, n, steps)
+        print(f"{name:24s} env {env_sps:12,.0f}  raw {raw_sps:12,.0f}  env/raw {env_sps / raw_sps:5.2f}  (goal >= 0.8)")
 
 
 if __name__ == "__main__":
