@@ -40,6 +40,9 @@ def deploy_policy(runtime) -> Policy:
     return act
 
 
+OUTCOME_KEYS = ("ids", "terms", "success", "crash", "position_error_m")
+
+
 def evaluate(env, policy: Policy, progress: bool = True, record_obs: int = 0) -> dict:
     """Run until every world has finished its first episode. Returns summary + per-episode records.
 
@@ -53,6 +56,7 @@ def evaluate(env, policy: Policy, progress: bool = True, record_obs: int = 0) ->
     pos_err = torch.zeros(n, dtype=torch.float64)
     returns = torch.zeros(n, dtype=torch.float64)
     term_sums: dict[str, torch.Tensor] = {}
+    extra: dict[str, torch.Tensor] = {}  # further per-episode outcomes of the task (tracking errors, levels)
     recorded = []
     bar = tqdm(range(env.max_episode_length), desc="eval", disable=not progress, unit="step", leave=False)
     for _ in bar:
@@ -68,6 +72,9 @@ def evaluate(env, policy: Policy, progress: bool = True, record_obs: int = 0) ->
             success[first] = extras["final"]["success"][sel] > 0
             crashed[first] = extras["final"]["crash"][sel] > 0
             pos_err[first] = extras["final"]["position_error_m"][sel]
+            for k, v in extras["final"].items():
+                if k not in OUTCOME_KEYS and isinstance(v, torch.Tensor) and v.shape == ids.shape:
+                    extra.setdefault(k, torch.zeros(n, dtype=torch.float64))[first] = v[sel].double()
             for k, v in extras["final"]["terms"].items():
                 term_sums.setdefault(k, torch.zeros(n, dtype=torch.float64))[first] = v[sel]
             done[first] = True
@@ -85,6 +92,7 @@ def evaluate(env, policy: Policy, progress: bool = True, record_obs: int = 0) ->
             "position_error_m": float(pos_err[ok].mean()) if ok.any() else float("nan"),
             "position_error_median_m": float(pos_err[ok].median()) if ok.any() else float("nan"),
             "mean_return": float(returns.mean()),
+            **{f"mean_{k}": float(v.mean()) for k, v in extra.items()},
         },
         "reward_terms": {name: float(v.mean()) for name, v in term_sums.items()},
         "per_episode": [
