@@ -109,11 +109,12 @@ class KeypointReward:
 
     def _advance(self) -> None:
         last = self.n_wp[self.task.layout_id] + 1
-        d = (self.tracked() - self.path_point(self.k)).norm(dim=1)
+        point = self.path_point(self.k)
+        d = (self.tracked() - point).norm(dim=1)
         radius = torch.where(self.k == 0, self.w.reach_radius, self.w.waypoint_radius)
         go = (d < radius) & (self.k < last)
         if go.any():
-            prev = torch.where((self.k == 0).unsqueeze(1), self.obj_start, self.path_point(self.k))
+            prev = torch.where((self.k == 0).unsqueeze(1), self.obj_start, point)
             self.k = self.k + go.long()
             seg = (self.path_point(self.k) - prev).norm(dim=1).clamp(min=0.02)
             self.seg = torch.where(go, seg, self.seg)

@@ -52,6 +52,8 @@ POINT_COEF = {"center": (0, 0), "top": (0, 0), "behind": (-1, 0), "front": (1, 0
 CLEARANCE = 0.045  # m from an object's centre for side points: half size + finger clearance
 PUSH_DEPTH = 0.03  # m the push target leads the contact point: the push speed, about 2 cm per step
 PLAN_FEATURES = 3 + len(SKILLS) + 1 + 1  # target - tcp, skill one-hot, gripper command, progress
+K = {name: i for i, name in enumerate(SKILLS)}  # skill name -> index
+POINT_COEF_T = torch.tensor([POINT_COEF[p] for p in POINTS], dtype=torch.float64)  # (points, 2)
 
 
 @dataclass
@@ -120,7 +122,7 @@ class PlanGuidedEnv:
         self.verifiers: list[PlanVerifier] = []
         self.requests = 0
         self.value_fn = None  # the learner sets it (critic values of observations) for rule value_bonus
-        render = _identities_per_layout(task)
+        render = task.pool_identities()
         for layout, ident in enumerate(render):
             scene = scene_from_identity(task.name, ident)
             plan, answer = self.planner.plan(scene, task.layout_seed * 1000 + layout)
@@ -219,13 +221,12 @@ class PlanGuidedEnv:
         d = dest[:, :2] - centre[:, :2]
         d = d / d.norm(dim=1, keepdim=True).clamp(min=1e-6)
         d_perp = torch.stack([-d[:, 1], d[:, 0]], dim=1)
-        coef = torch.tensor([POINT_COEF[p] for p in POINTS], dtype=torch.float64)[point]
+        coef = POINT_COEF_T[point]
         planar = CLEARANCE * (coef[:, :1] * d + coef[:, 1:] * d_perp)
         at = centre + torch.cat([planar, (point == POINTS.index("top")).double().unsqueeze(1) * HALF], dim=1)
         at[:, 2] += height
         grip = torch.ones(t.n, dtype=torch.float64)  # open
         target = at.clone()
-        K = {name: SKILLS.index(name) for name in SKILLS}
         holding = (skill == K["grasp"]) | (skill == K["lift"]) | (skill == K["transport"]) | (skill == K["place"])
         near = (t.tcp_pos - centre).norm(dim=1) < 0.015
         grip = torch.where(holding & ((skill != K["grasp"]) | near | (self.closed_steps > 0)), -1.0, grip)
@@ -263,7 +264,6 @@ class PlanGuidedEnv:
         s = self.sub.clamp(max=MAX_SUBGOALS - 1)
         skill = self.skill[lay, s]
         height = self.height[lay, s, self.opt]
-        K = {name: SKILLS.index(name) for name in SKILLS}
         zero = torch.zeros(t.n, 3, dtype=torch.float64)
         obj = body_point(t, self.moved[lay], zero)
         centre = body_point(t, self.body[lay, s, self.opt], zero)
@@ -406,18 +406,3 @@ class PlanGuidedEnv:
     def __getattr__(self, name: str):
         return getattr(self.env, name)  # num_envs, num_actions, device, rng, max_episode_length, ...
 
-
-def _identities_per_layout(task) -> list[dict]:
-    """Instruction and named bodies of every pooled layout, without touching the running worlds."""
-    from sim.tasks.arm import DESTINATIONS, OBJECTS, TEMPLATES, body_name
-
-    dest = DESTINATIONS[task.name]
-    out = []
-    for layout in range(task.layouts):
-        o = OBJECTS[int(task.pool["obj_idx"][layout])]
-        g = dest[int(task.pool["goal_idx"][layout])]
-        text = TEMPLATES[task.name][int(task.pool["template"][layout])].format(
-            object=" ".join(o), goal=" ".join(g), target=" ".join(g)
-        )
-        out.append({"instruction": text, "object": body_name(*o), "goal": body_name(*g)})
-    return out

@@ -432,8 +432,18 @@ class ArmTask(ABC):
         for i, t, o, g in zip(
             ids.tolist(), which, self.obj_idx[ids].tolist(), self.goal_idx[ids].tolist(), strict=True
         ):
-            obj, goal = " ".join(OBJECTS[o]), " ".join(dest[g])
-            self.instructions[i] = templates[t].format(object=obj, goal=goal, target=goal)
+            self.instructions[i] = self._wording(t, o, g)
+
+    def _wording(self, template: int, obj: int, goal: int) -> str:
+        obj_words, goal_words = " ".join(OBJECTS[obj]), " ".join(self._destinations()[goal])
+        return TEMPLATES[self.name][template].format(object=obj_words, goal=goal_words, target=goal_words)
+
+    def pool_identities(self) -> list[dict[str, str]]:
+        """Instruction and named bodies of every pooled layout, without touching the running worlds."""
+        p = self.pool
+        texts = [self._wording(int(p["template"][j]), int(p["obj_idx"][j]), int(p["goal_idx"][j]))
+                 for j in range(self.layouts)]  # fmt: skip
+        return [{"instruction": text, **parse_instruction(self.name, text)} for text in texts]
 
     def identities(self, ids: torch.Tensor | None = None) -> list[dict[str, str]]:
         """Per world: the instruction and the body names it refers to (for reward and guidance code)."""

@@ -42,9 +42,7 @@ def test_llm_plan_end_to_end_advances_subgoals_with_zero_residual(tmp_path):
     base = make_env()
     # Recorded answers: the planner's JSON for each pooled layout (what a model answers; here the
     # oracle's plan, since no LLM is reachable where this runs), with a malformed first answer for one.
-    from robot_rl.guidance.planned_exploration import _identities_per_layout
-
-    idents = _identities_per_layout(base.task)
+    idents = base.task.pool_identities()
     recs = []
     for i, ident in enumerate(idents):
         plan = oracle_plan(scene_from_identity("arm_pick_place", ident)).model_dump_json()
