@@ -10,6 +10,8 @@ EXECUTABLES = {
     "safety_node": "safety_node",
     "crazyflie_bridge": "crazyflie_bridge",
     "sim_bridge": "sim_bridge",
+    "arm_safety_node": "arm_safety_node",
+    "arm_sim_bridge": "arm_sim_bridge",
     "recorder": "recorder",
     "deploy_check": "deploy_check",
 }

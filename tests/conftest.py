@@ -32,9 +32,8 @@ def hover_bundle(tiny_run) -> Path:
     return tiny_run / "bundle"
 
 
-@pytest.fixture(scope="session")
-def trained_bundle(tmp_path_factory) -> Path:
-    """The committed hover policy (tests/data/crazyflie_hover_ppo) exported by today's code."""
+def _export_committed(name: str, tmp_path_factory) -> Path:
+    """A committed checkpoint under tests/data/<name> exported by today's code (layout drift fails)."""
     import shutil
 
     from omegaconf import OmegaConf
@@ -42,10 +41,22 @@ def trained_bundle(tmp_path_factory) -> Path:
     from robot_rl.commands import _load_actor
     from robot_rl.export.bundle_export import export_bundle
 
-    data = Path(__file__).parent / "data" / "crazyflie_hover_ppo"
-    run = tmp_path_factory.mktemp("trained") / "run"
+    data = Path(__file__).parent / "data" / name
+    run = tmp_path_factory.mktemp(name) / "run"
     (run / "checkpoints").mkdir(parents=True)
     shutil.copy(data / "config.yaml", run / "config.yaml")
     shutil.copy(data / "model.pt", run / "checkpoints" / "model_300.pt")
     actor, env = _load_actor(OmegaConf.load(run / "config.yaml"), run)
-    return export_bundle(actor, env.task, run / "bundle", {"run": "tests/data/crazyflie_hover_ppo"}).path
+    return export_bundle(actor, env.task, run / "bundle", {"run": f"tests/data/{name}"}).path
+
+
+@pytest.fixture(scope="session")
+def trained_bundle(tmp_path_factory) -> Path:
+    """The committed hover policy (tests/data/crazyflie_hover_ppo)."""
+    return _export_committed("crazyflie_hover_ppo", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def trained_arm_bundle(tmp_path_factory) -> Path:
+    """The committed arm reach policy (tests/data/arm_reach_ppo)."""
+    return _export_committed("arm_reach_ppo", tmp_path_factory)

@@ -78,11 +78,7 @@ class SetpointStreamer:
     def check(self) -> bool:
         """Call at >= 10 Hz. Returns True when it handed control back because commands stopped."""
         with self.lock:
-            if (
-                self.handed_back
-                or self.last_send is None
-                or self.clock() - self.last_send < self.command_loss_s
-            ):
+            if self.handed_back or self.last_send is None or self.clock() - self.last_send < self.command_loss_s:
                 return False
             self._hand_back(land=self.land_on_loss)
             return True
@@ -90,7 +86,7 @@ class SetpointStreamer:
     def _hand_back(self, land: bool) -> None:
         self.cf.commander.send_notify_setpoint_stop()
         if land:
-            self.cf.high_level_commander.land(0.0, 2.0)
+            self.cf.high_level_commander.land(0.0, 2.0, yaw=None)  # yaw=None: land at the current heading
         self.handed_back = True
         self.unlocked = False  # a later low-level stream must unlock again
 
@@ -148,23 +144,23 @@ class CflibLink:
                     data["stateEstimate.qw"],
                 ]
             ),
-            "angular_velocity": np.radians(
-                [data["gyro.x"], data["gyro.y"], data["gyro.z"]]
-            ),  # firmware logs deg/s
+            "angular_velocity": np.radians([data["gyro.x"], data["gyro.y"], data["gyro.z"]]),  # firmware logs deg/s
         }
 
     def _on_pv(self, timestamp, data, logconf) -> None:
         self.on_state(
             {
-                "position": np.array(
-                    [data["stateEstimate.x"], data["stateEstimate.y"], data["stateEstimate.z"]]
-                ),
-                "velocity": np.array(
-                    [data["stateEstimate.vx"], data["stateEstimate.vy"], data["stateEstimate.vz"]]
-                ),
+                "position": np.array([data["stateEstimate.x"], data["stateEstimate.y"], data["stateEstimate.z"]]),
+                "velocity": np.array([data["stateEstimate.vx"], data["stateEstimate.vy"], data["stateEstimate.vz"]]),
                 **self._att,
             }
         )
 
     def close(self) -> None:
+        # cflib's close_link() sends a zero-thrust setpoint first, and a low-level setpoint outranks the
+        # high-level commander: after a hand-back that would cut the motors of a landing drone. So the
+        # radio link is closed first; close_link() then only stops cflib's threads.
+        link, self.cf.link = self.cf.link, None
+        if link is not None:
+            link.close()
         self.cf.close_link()

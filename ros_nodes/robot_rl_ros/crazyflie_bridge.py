@@ -43,6 +43,8 @@ class CrazyflieBridge(Node):
         self.create_timer(0.05, self._on_check)  # 20 Hz: notices a silent command stream within 0.35 s
 
     def _on_state(self, raw: dict) -> None:  # called from cflib's thread
+        if not self.context.ok():  # shutting down: rclpy's context goes before the cflib link does
+            return
         stamp = self.get_clock().now().to_msg()
         self.odom_pub.publish(raw_to_odometry(raw, stamp, self.frame_id, self.get_namespace().strip("/")))
 
@@ -60,6 +62,7 @@ class CrazyflieBridge(Node):
             self.get_logger().error("cmd_vel_legacy stopped: handed back to the high-level commander to land")
 
     def close(self) -> None:
+        self.link.on_state = lambda raw: None
         self.streamer.release()
         self.link.close()
 

@@ -73,6 +73,38 @@ def _joint_state(msg: JointState) -> dict[str, np.ndarray]:
     }
 
 
+# A Franka's joints as its ros2_control joint_state_broadcaster names them, in the policy's order.
+ARM_JOINT_NAMES = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1", "panda_finger_joint2"]
+
+
+def arm_joint_arrays(msg: JointState) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and velocities of the 9 arm joints in ARM_JOINT_NAMES order (the broadcaster's order
+    is not guaranteed). Raises ValueError naming a missing joint."""
+    index = {n: i for i, n in enumerate(msg.name)}
+    missing = [n for n in ARM_JOINT_NAMES if n not in index]
+    if missing:
+        raise ValueError(f"joint_states lacks {missing}")
+    order = [index[n] for n in ARM_JOINT_NAMES]
+    pos = np.asarray(msg.position, dtype=np.float64)
+    vel = np.asarray(msg.velocity, dtype=np.float64) if len(msg.velocity) else np.zeros(len(msg.name))
+    if pos.size != len(msg.name) or vel.size != len(msg.name):
+        raise ValueError(f"joint_states has {len(msg.name)} names, {pos.size} positions, {vel.size} velocities")
+    return pos[order], vel[order]
+
+
+def _arm_joints(msg: JointState) -> dict[str, np.ndarray]:
+    pos, vel = arm_joint_arrays(msg)
+    return {"joint_position": pos[:7], "joint_velocity": vel[:7], "gripper_width": pos[7:9].sum(keepdims=True)}
+
+
+def arm_joint_state(position, velocity, stamp: Time) -> JointState:
+    msg = JointState(name=list(ARM_JOINT_NAMES))
+    msg.header.stamp = stamp
+    msg.position = [float(x) for x in position]
+    msg.velocity = [float(x) for x in velocity]
+    return msg
+
+
 def _imu(msg: Imu) -> dict[str, np.ndarray]:
     q, w = msg.orientation, msg.angular_velocity
     return {"quaternion": np.array([q.x, q.y, q.z, q.w]), "angular_velocity": np.array([w.x, w.y, w.z])}
@@ -89,6 +121,7 @@ ADAPTERS: dict[str, tuple[type, tuple[str, ...] | None, Callable[[str], Callable
     "point": (PointStamped, None, _point),  # provides the raw key named after the topic
     "joint_state": (JointState, ("joint_pos", "joint_vel"), lambda key: _joint_state),
     "imu": (Imu, ("quaternion", "angular_velocity"), lambda key: _imu),
+    "arm_joints": (JointState, ("joint_position", "joint_velocity", "gripper_width"), lambda key: _arm_joints),
 }
 
 

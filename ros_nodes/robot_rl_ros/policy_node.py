@@ -18,7 +18,7 @@ from robot_rl.deploy import BundleError, PolicyRuntime, load_bundle
 from robot_rl_ros import qos
 from robot_rl_ros.latency import LatencyStats
 from robot_rl_ros.monitor import InputMonitor
-from robot_rl_ros.msgs import ADAPTERS, parse_input_spec, stamp_to_s
+from robot_rl_ros.msgs import ADAPTERS, ARM_JOINT_NAMES, parse_input_spec, stamp_to_s
 from robot_rl_ros.params import declare
 
 PARAMS = {
@@ -27,6 +27,10 @@ PARAMS = {
     "goal": [0.0, 0.0, 1.0],  # used until a goal message arrives (raw key 'goal')
     "state_max_age_s": 0.2,
     "diagnostics_period_s": 1.0,
+    # '' : act on a timer at the bundle's rate (a robot). An input topic: act on each accepted message
+    # of it instead, for lock-step simulation that publishes one state per control period, so the
+    # policy always sees the state of the current step.
+    "act_on": "",
 }
 
 
@@ -40,6 +44,8 @@ class PolicyNode(Node):
         self.monitors: dict[str, InputMonitor] = {}
         # the runtime itself keeps the last action and the bundle's integral terms
         provided = {"last_action", "goal"} | {i.name for i in self.bundle.integrators}
+        if self.runtime.arm is not None:
+            provided |= {"ee_position", "ee_quaternion"}  # FK of the reported joints (the bundle's IK)
         for spec in p["inputs"]:
             topic, kind, keys = parse_input_spec(spec)
             msg_type, _, factory = ADAPTERS[kind]
@@ -47,14 +53,13 @@ class PolicyNode(Node):
             # A constant goal from the parameter is always valid; goal messages only refresh it.
             if "goal" not in keys:
                 self.monitors[topic] = mon
-            self.create_subscription(msg_type, topic, self._make_cb(mon, factory(keys[0])), qos.SENSOR)
+            trigger = topic == p["act_on"]
+            self.create_subscription(msg_type, topic, self._make_cb(mon, factory(keys[0]), trigger), qos.SENSOR)
             provided.update(keys)
         needed = {k for t in self.bundle.observation for k in t.inputs}
         missing = sorted(needed - provided)
         if missing:
-            raise BundleError(
-                f"observation needs raw state {missing} that no input provides (inputs: {p['inputs']})"
-            )
+            raise BundleError(f"observation needs raw state {missing} that no input provides (inputs: {p['inputs']})")
         self.pub = self.create_publisher(Float64MultiArray, "policy/action", qos.COMMAND)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS)
         period = 1.0 / self.bundle.control_rate_hz
@@ -62,12 +67,12 @@ class PolicyNode(Node):
         self.skipped: dict[str, int] = {"stale": 0, "invalid": 0}
         self.last_skip_reason = ""
         self.published = 0
-        self._layout = [
-            MultiArrayDimension(
-                label=",".join(self.bundle.action.names), size=self.bundle.action_dim, stride=1
-            )
-        ]
-        self.timer = self.create_timer(period, self._tick)
+        # What goes out: the command in robot units, or an arm's joint targets after the bundle's IK.
+        names = self.bundle.action.names if self.runtime.arm is None else ARM_JOINT_NAMES
+        self._layout = [MultiArrayDimension(label=",".join(names), size=len(names), stride=1)]
+        if p["act_on"] and p["act_on"] not in [parse_input_spec(x)[0] for x in p["inputs"]]:
+            raise ValueError(f"act_on '{p['act_on']}' is not one of the inputs {p['inputs']}")
+        self.timer = None if p["act_on"] else self.create_timer(period, self._tick)
         self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
         self.get_logger().info(
             f"policy {self.bundle.robot}/{self.bundle.task} at {self.bundle.control_rate_hz} Hz, "
@@ -75,10 +80,14 @@ class PolicyNode(Node):
             f"actions {self.bundle.action.names} ({self.bundle.action.mode})"
         )
 
-    def _make_cb(self, mon: InputMonitor, convert):
+    def _make_cb(self, mon: InputMonitor, convert, trigger: bool = False):
         def cb(msg) -> None:
             now = self.get_clock().now().nanoseconds * 1e-9
-            values = convert(msg)
+            try:
+                values = convert(msg)
+            except ValueError as e:  # e.g. a joint missing from joint_states
+                self._skip("invalid", f"input '{mon.name}': {e}")
+                return
             if not all(np.all(np.isfinite(v)) for v in values.values()):
                 self._skip("invalid", mon.reject_nonfinite())
                 return
@@ -87,6 +96,8 @@ class PolicyNode(Node):
                 self._skip("stale", why)
                 return
             self.raw.update(values)
+            if trigger:
+                self._tick()
 
         return cb
 
@@ -125,9 +136,7 @@ class PolicyNode(Node):
             "last_skip": self.last_skip_reason,
         }
         level = (
-            DiagnosticStatus.OK
-            if not self.skipped["stale"] and not self.skipped["invalid"]
-            else DiagnosticStatus.WARN
+            DiagnosticStatus.OK if not self.skipped["stale"] and not self.skipped["invalid"] else DiagnosticStatus.WARN
         )
         st = DiagnosticStatus(
             level=level,

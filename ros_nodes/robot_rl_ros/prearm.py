@@ -34,7 +34,5 @@ def check_bundle(bundle_dir: str, spec: RobotSpec) -> tuple[PolicyBundle | None,
     if bundle.action_dim != spec.action_dim:
         problems.append(f"bundle has {bundle.action_dim} actions, robot takes {spec.action_dim}")
     if not spec.min_rate_hz <= bundle.control_rate_hz <= spec.max_rate_hz:
-        problems.append(
-            f"bundle rate {bundle.control_rate_hz} Hz outside [{spec.min_rate_hz}, {spec.max_rate_hz}] Hz"
-        )
+        problems.append(f"bundle rate {bundle.control_rate_hz} Hz outside [{spec.min_rate_hz}, {spec.max_rate_hz}] Hz")
     return bundle, problems

@@ -132,9 +132,7 @@ class Recorder(Node):
                 self.get_logger().error(f"cannot record {topic} ({type_name}): {e}")
                 self.subs[topic] = None
                 continue
-            self.subs[topic] = self.create_subscription(
-                cls, topic, self._make_cb(channel, topic), q, raw=True
-            )
+            self.subs[topic] = self.create_subscription(cls, topic, self._make_cb(channel, topic), q, raw=True)
             self.get_logger().info(f"+ {topic} ({type_name}, {q.reliability.name.lower()})")
 
     def _make_cb(self, channel: int, topic: str):

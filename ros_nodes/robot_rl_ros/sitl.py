@@ -30,6 +30,8 @@ def _pythonpath() -> str:
 def _ros_arg(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, (list, tuple)) and v and all(isinstance(x, str) for x in v):
+        return "[" + ",".join(f"'{x}'" for x in v) + "]"
     if isinstance(v, (list, tuple, np.ndarray)):
         return "[" + ",".join(_ros_arg(float(x)) for x in v) + "]"
     return str(v)
@@ -64,7 +66,7 @@ class SitlGraph:
             "-r",
             f"__ns:=/{self.namespace}",
         ]
-        if self.lockstep and module != "sim_bridge":
+        if self.lockstep and not module.endswith("sim_bridge"):  # the sim bridge is the clock
             params = {"use_sim_time": True, **params}
         for k, v in params.items():
             args += ["-p", f"{k}:={_ros_arg(v)}"]
@@ -84,6 +86,22 @@ class SitlGraph:
         self.start("sim_bridge", "sim_bridge", {"lockstep": self.lockstep, **(sim or {})})
         self.start("policy", "policy_node", {"bundle": str(bundle_dir), "goal": list(goal), **(policy or {})})
         self.start("safety", "safety_node", {"bundle": str(bundle_dir), **(safety or {})})
+
+    def start_reach(
+        self,
+        bundle_dir: str,
+        target,
+        sim: dict | None = None,
+        policy: dict | None = None,
+        safety: dict | None = None,
+    ) -> None:
+        """The arm: sim bridge (ros2_control topics), policy node (bundle IK -> joint targets), arm safety."""
+        self.start("sim_bridge", "arm_sim_bridge", {"lockstep": self.lockstep, "target": list(target), **(sim or {})})
+        inputs = ["joint_states:arm_joints", "target_position:point"]
+        # lock-step: one joint_states per control period, and the policy acts on each (no stale step)
+        act_on = {"act_on": "joint_states"} if self.lockstep else {}
+        self.start("policy", "policy_node", {"bundle": str(bundle_dir), "inputs": inputs, **act_on, **(policy or {})})
+        self.start("safety", "arm_safety_node", {"bundle": str(bundle_dir), **(safety or {})})
 
     def stop(self, name: str, sig: int = signal.SIGINT, timeout: float = 5.0) -> None:
         proc = self.procs.get(name)
@@ -113,7 +131,9 @@ class SitlGraph:
 class Observer:
     """An independent node that records what the robot saw and what it was commanded."""
 
-    def __init__(self, namespace: str, domain_id: int, use_sim_time: bool):
+    def __init__(self, namespace: str, domain_id: int, use_sim_time: bool, robot: str = "crazyflie"):
+        """robot 'crazyflie': states are positions from odom, commands rpyt from cmd_vel_legacy;
+        'arm': states are the 9 joint positions from joint_states, commands the joint targets."""
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import Twist
@@ -121,10 +141,11 @@ class Observer:
         from rclpy.context import Context
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.parameter import Parameter
-        from std_msgs.msg import String
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Float64MultiArray, String
 
         from robot_rl_ros import qos
-        from robot_rl_ros.msgs import odometry_to_raw, stamp_to_s, twist_to_rpyt
+        from robot_rl_ros.msgs import arm_joint_arrays, odometry_to_raw, stamp_to_s, twist_to_rpyt
 
         os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
         self.ctx = Context()
@@ -154,16 +175,25 @@ class Observer:
             for st in m.status:
                 if st.name == ns:
                     self.safety = {kv.key: kv.value for kv in st.values}
-                    self.safety_events += [
-                        f"{kv.key} {kv.value}" for kv in st.values if kv.key.startswith("event.")
-                    ]
+                    self.safety_events += [f"{kv.key} {kv.value}" for kv in st.values if kv.key.startswith("event.")]
 
         def on_mode(m):
             self.modes.append((self.now(), m.data))
 
-        self.node.create_subscription(Odometry, "odom", on_odom, qos.SENSOR)
+        def on_joints(m):
+            self.states.append((stamp_to_s(m.header.stamp), arm_joint_arrays(m)[0]))
+
+        def on_joint_cmd(m):
+            self.commands.append((self.now(), time.monotonic(), np.asarray(m.data, dtype=np.float64)))
+
+        if robot == "arm":
+            self.node.create_subscription(JointState, "joint_states", on_joints, qos.SENSOR)
+            cmd_topic = "forward_position_controller/commands"
+            self.node.create_subscription(Float64MultiArray, cmd_topic, on_joint_cmd, qos.COMMAND)
+        else:
+            self.node.create_subscription(Odometry, "odom", on_odom, qos.SENSOR)
+            self.node.create_subscription(Twist, "cmd_vel_legacy", on_cmd, qos.COMMAND)
         self.node.create_subscription(String, "safety/mode", on_mode, qos.LATCHED)
-        self.node.create_subscription(Twist, "cmd_vel_legacy", on_cmd, qos.COMMAND)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, qos.DIAGNOSTICS)
 
     def now(self) -> float:
@@ -216,9 +246,7 @@ def fly(
             obs.close()
             graph.close()
     if not obs.states:
-        raise RuntimeError(
-            f"no odometry received in SITL (domain {graph.domain_id}); see logs in {graph.log_dir}"
-        )
+        raise RuntimeError(f"no odometry received in SITL (domain {graph.domain_id}); see logs in {graph.log_dir}")
     t = np.array([s[0] for s in obs.states])
     pos = np.array([s[1] for s in obs.states])
     err = np.linalg.norm(pos - goal, axis=1)
@@ -233,6 +261,68 @@ def fly(
         "final_error_m": float(err[-1]),
         "hold_max_error_m": float(hold.max()),
         "hold_s": hold_s,
+        "commands": len(obs.commands),
+        "max_command_gap_s": float(gaps.max()),
+        "commands_nonfinite": int(sum(not np.all(np.isfinite(c[2])) for c in obs.commands)),
+        "mode": obs.safety.get("mode", "unknown"),
+        "reason": obs.safety.get("reason", ""),
+        "interventions": obs.safety_events,
+        "counters": {k: v for k, v in obs.safety.items() if not k.startswith("event.")},
+    }
+
+
+def reach(
+    bundle_dir: str,
+    target=(0.5, 0.0, 0.3),
+    seconds: float = 8.0,
+    lockstep: bool = True,
+    hold_s: float = 2.0,
+    namespace: str = "arm",
+    sim: dict | None = None,
+    safety: dict | None = None,
+    wall_timeout_s: float | None = None,
+) -> dict:
+    """Run an arm reach bundle in SITL from the home pose; returns TCP errors (FK of the reported
+    joints with the bundle's kinematics), commands seen and safety interventions."""
+    from robot_rl.deploy import load_bundle
+    from robot_rl.deploy.arm_ik import IKSpec, forward_kinematics
+
+    target = np.asarray(target, dtype=np.float64)
+    spec = IKSpec.from_dict(load_bundle(bundle_dir).extra["ik"])
+    with SitlGraph(namespace, lockstep=lockstep) as graph:
+        obs = Observer(namespace, graph.domain_id, use_sim_time=lockstep, robot="arm")
+        try:
+            graph.start_reach(bundle_dir, target, sim=sim, safety=safety)
+            t0: list[float] = []
+
+            def done() -> bool:
+                if not obs.states:
+                    return False
+                if not t0:
+                    t0.append(obs.states[0][0])
+                return obs.states[-1][0] - t0[0] >= seconds
+
+            finished = obs.spin_until(done, wall_timeout_s or (15.0 + seconds * (4.0 if lockstep else 1.5)))
+            obs.spin_until(lambda: False, 0.3)
+        finally:
+            obs.close()
+            graph.close()
+    if not obs.states:
+        raise RuntimeError(f"no joint_states received in SITL (domain {graph.domain_id}); logs in {graph.log_dir}")
+    t = np.array([s[0] for s in obs.states])
+    q = np.array([s[1] for s in obs.states])
+    tcp = forward_kinematics(spec, q[:, :7]).tcp[:, :3, 3]
+    err = np.linalg.norm(tcp - target, axis=1)
+    hold = err[t >= t[-1] - hold_s]
+    cmd_t = np.array([c[0] for c in obs.commands if c[0] >= t[0]])
+    gaps = np.diff(cmd_t) if cmd_t.size > 1 else np.array([np.inf])
+    return {
+        "finished": finished,
+        "sim_seconds": float(t[-1] - t[0]),
+        "final_tcp": tcp[-1].tolist(),
+        "final_error_m": float(err[-1]),
+        "hold_max_error_m": float(hold.max()),
+        "first_within_2cm_s": float(t[np.argmax(err < 0.02)] - t[0]) if np.any(err < 0.02) else None,
         "commands": len(obs.commands),
         "max_command_gap_s": float(gaps.max()),
         "commands_nonfinite": int(sum(not np.all(np.isfinite(c[2])) for c in obs.commands)),

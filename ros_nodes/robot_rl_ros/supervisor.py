@@ -50,9 +50,7 @@ class Intervention:
 
 
 class SafetySupervisor:
-    def __init__(
-        self, cfg: SupervisorConfig, prearm_problems: list[str], fallback: FallbackController | None = None
-    ):
+    def __init__(self, cfg: SupervisorConfig, prearm_problems: list[str], fallback: FallbackController | None = None):
         self.cfg = cfg
         self.prearm_problems = list(prearm_problems)
         self.fallback = fallback or FallbackController()
@@ -102,9 +100,7 @@ class SafetySupervisor:
         a = np.asarray(action, dtype=np.float64).reshape(-1)
         if a.shape != (self.cfg.action_dim,):
             self.counts["action.bad_dim"] += 1
-            return self._fall(
-                now, Mode.HOVER, f"policy action has {a.size} values, expected {self.cfg.action_dim}"
-            )
+            return self._fall(now, Mode.HOVER, f"policy action has {a.size} values, expected {self.cfg.action_dim}")
         if not L.is_finite(a):
             self.counts["action.nonfinite"] += 1
             return self._fall(now, Mode.HOVER, "policy action is not finite")
@@ -134,9 +130,7 @@ class SafetySupervisor:
         if self.action_time is None or now - self.action_time > self.cfg.command_timeout_s:
             out.append("no fresh policy action")
         if self.state is not None:
-            fence = L.geofence_violation(
-                self.state["position"], self.cfg.limits.fence_low, self.cfg.limits.fence_high
-            )
+            fence = L.geofence_violation(self.state["position"], self.cfg.limits.fence_low, self.cfg.limits.fence_high)
             if fence:
                 out.append(fence)
         return out
@@ -200,8 +194,7 @@ class SafetySupervisor:
                 self._fall(
                     now,
                     Mode.HOVER,
-                    f"state stale: {self.state_in.age(now) * 1e3:.0f} ms"
-                    f" > {self.cfg.state_max_age_s * 1e3:.0f} ms",
+                    f"state stale: {self.state_in.age(now) * 1e3:.0f} ms > {self.cfg.state_max_age_s * 1e3:.0f} ms",
                 )
             elif self.action_time is None or now - self.action_time > self.cfg.command_timeout_s:
                 age = float("inf") if self.action_time is None else now - self.action_time
@@ -234,7 +227,11 @@ class SafetySupervisor:
             )
             return
         fence = L.geofence_violation(
-            self.state["position"], lim.fence_low, lim.fence_high, self.state["velocity"], lim.fence_brake_mps2,
+            self.state["position"],
+            lim.fence_low,
+            lim.fence_high,
+            self.state["velocity"],
+            lim.fence_brake_mps2,
             lim.fence_reaction_s,
         )
         if fence and self.mode != Mode.LAND:  # already landing: braking is what LAND does
@@ -245,9 +242,7 @@ class SafetySupervisor:
                 Mode.HOVER,
                 f"attitude: tilt {tilt:.0f} deg > envelope {lim.state_tilt_envelope_deg:.0f} deg",
             )
-        sep = L.separation_violation(
-            self.state["position"], self._fresh_neighbours(now), lim.min_separation_m
-        )
+        sep = L.separation_violation(self.state["position"], self._fresh_neighbours(now), lim.min_separation_m)
         if sep:
             self._fall(now, Mode.HOVER, sep)
 

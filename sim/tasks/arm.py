@@ -478,7 +478,11 @@ class ArmTask(ABC):
     def apply_actions(self, actions: torch.Tensor) -> None:
         self.prev_action = self.action
         self.action = actions.to(torch.float64)
-        target = self.joint_targets(self.command(self.action))
+        self.apply_joint_targets(self.joint_targets(self.command(self.action)))
+
+    def apply_joint_targets(self, target: torch.Tensor) -> None:
+        """One control period of the servos holding joint position targets (n, 9): what a ros2_control
+        forward position controller or Franka's joint impedance does with the command it last got."""
         b = self.backend
         for k in range(self.substeps):
             # new targets reach the servos after `latency` substeps (bus + controller cycle)

@@ -69,9 +69,7 @@ class BadRobot:
             "quaternion": np.array([0.0, 0.0, 0.0, 2.0]),
             "angular_velocity": np.array([0.0, 0.0, 90.0]),  # deg/s where rad/s belong
         }
-        self.node.create_timer(
-            0.05, lambda: odom.publish(raw_to_odometry(raw, self.node.get_clock().now().to_msg()))
-        )
+        self.node.create_timer(0.05, lambda: odom.publish(raw_to_odometry(raw, self.node.get_clock().now().to_msg())))
         self.ex = SingleThreadedExecutor(context=self.ctx)
         self.ex.add_node(self.node)
         self.stop = threading.Event()

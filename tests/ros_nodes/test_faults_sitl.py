@@ -34,6 +34,7 @@ def thrusting(cmd: np.ndarray) -> bool:
 def zero_thrust(cmd: np.ndarray) -> bool:
     return cmd[3] == 0.0
 
+
 RATE_HZ = 100.0  # the PD bundle's control rate
 
 
@@ -174,7 +175,9 @@ def test_geofence_breach_lands_in_sitl(trained_bundle, limit_ledger, tmp_path):
     t_cmd = np.array([c[0] for c in obs.commands if c[0] >= t_land])
     assert np.max(np.diff(t_cmd)) < 0.1
     peak = max(p[2] for _, p in obs.states)
-    print(f"\ngeofence z>{fence_z} m: LAND at {t_land:.3f} s, first state beyond the fence "
-          f"{'none' if t_breach is None else f'{t_breach:.3f} s'}, peak z {peak:.2f} m, final z {z_end:.3f} m, {land}")
+    print(
+        f"\ngeofence z>{fence_z} m: LAND at {t_land:.3f} s, first state beyond the fence "
+        f"{'none' if t_breach is None else f'{t_breach:.3f} s'}, peak z {peak:.2f} m, final z {z_end:.3f} m, {land}"
+    )
     assert not limit_ledger.violations
     assert peak < fence_z + 0.1, f"the climb overshot the fence to {peak:.2f} m"

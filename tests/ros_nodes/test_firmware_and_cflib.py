@@ -43,8 +43,8 @@ class FakeCf:
         outer = self
 
         class HL:
-            def land(self, height, duration):
-                outer.log.append(("land", height, duration))
+            def land(self, height, duration, yaw=0.0):
+                outer.log.append(("land", height, duration, yaw))
 
         class Sup:
             def send_emergency_stop(self):
@@ -64,7 +64,7 @@ def test_streamer_unlocks_first_clamps_and_hands_back():
     now[0] = 0.2
     assert not s.check()
     now[0] = 0.5
-    assert s.check() and cf.log[-2:] == [("notify_stop",), ("land", 0.0, 2.0)]
+    assert s.check() and cf.log[-2:] == [("notify_stop",), ("land", 0.0, 2.0, None)]
     s.send([0, 0, 0, 1000])
     assert cf.log[-2] == ("setpoint", 0.0, 0.0, 0.0, 0)  # unlock again after a hand-back
     s.emergency_stop()

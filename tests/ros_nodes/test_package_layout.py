@@ -18,6 +18,8 @@ EXEC_MODULES = {
     "safety_node": "robot_rl_ros.safety_node",
     "crazyflie_bridge": "robot_rl_ros.crazyflie_bridge",
     "sim_bridge": "robot_rl_ros.sim_bridge",
+    "arm_safety_node": "robot_rl_ros.arm_safety_node",
+    "arm_sim_bridge": "robot_rl_ros.arm_sim_bridge",
     "recorder": "robot_rl_ros.recorder",
 }
 ALWAYS_DECLARED = {"use_sim_time"}  # rclpy declares it on every node
@@ -77,7 +79,7 @@ def param_names(node: ET.Element) -> set[str]:
 
 def test_launch_files_exist():
     names = {f.name for f in (PKG / "launch").glob("*.launch.xml")}
-    assert {"crazyflie.launch.xml", "sitl.launch.xml"} <= names
+    assert {"crazyflie.launch.xml", "sitl.launch.xml", "arm.launch.xml", "arm_sitl.launch.xml"} <= names
 
 
 def test_every_executable_is_installed(installed):
@@ -89,7 +91,8 @@ def test_every_executable_is_installed(installed):
         exe = installed / "lib" / "robot_rl_ros" / node.get("exec")
         assert exe.is_file(), f"{fname}: executable {node.get('exec')} not in lib/robot_rl_ros"
         assert (share / "launch" / fname).is_file()
-    assert {p.name for p in (share / "config").glob("*.yaml")} >= {"crazyflie.yaml", "sitl.yaml"}
+    configs = {p.name for p in (share / "config").glob("*.yaml")}
+    assert configs >= {"crazyflie.yaml", "sitl.yaml", "arm.yaml", "arm_sitl.yaml"}
 
 
 def test_every_launch_parameter_is_declared():

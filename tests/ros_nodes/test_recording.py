@@ -81,9 +81,7 @@ def test_sitl_flight_recorded_to_mcap(trained_bundle, tmp_path):
                 return len(obs.states) > 1 and obs.states[-1][0] - obs.states[0][0] >= FLIGHT_S
 
             assert obs.spin_until(flown, 120.0), f"flight did not run:\n{graph.log('safety')[-1500:]}"
-            graph_topics = {
-                t for t, _ in obs.node.get_topic_names_and_types() if obs.node.count_publishers(t) > 0
-            }
+            graph_topics = {t for t, _ in obs.node.get_topic_names_and_types() if obs.node.count_publishers(t) > 0}
             for name in ("sim_bridge", "policy", "safety"):
                 graph.stop(name)
             obs.spin_until(lambda: False, 0.5)

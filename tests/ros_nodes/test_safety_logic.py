@@ -44,9 +44,7 @@ def test_tilt_limit_scales_roll_and_pitch_together():
 
 def test_rate_limit_bounds_step_and_caps_dt():
     prev = np.array([0.0, 0.0, 0.0, 30000.0])
-    out, hit = L.limit_rate(
-        np.array([20.0, 0.0, 0.0, 60000.0]), prev, 0.01, np.array([600.0, 600.0, 1800.0, 200000.0])
-    )
+    out, hit = L.limit_rate(np.array([20.0, 0.0, 0.0, 60000.0]), prev, 0.01, np.array([600.0, 600.0, 1800.0, 200000.0]))
     assert hit and out[0] == pytest.approx(6.0) and out[3] == pytest.approx(32000.0)
     out, _ = L.limit_rate(np.array([20.0, 0, 0, 30000.0]), prev, 100.0, np.array([600.0, 600, 1800, 200000]))
     assert out[0] == pytest.approx(20.0)  # dt capped at 0.1 s: 60 deg allowed, 20 asked
@@ -61,8 +59,12 @@ def test_geofence_and_separation_report_reasons():
     fence = (lim.fence_low, lim.fence_high, [0, 0, 2.0], lim.fence_brake_mps2, lim.fence_reaction_s)
     reason = L.geofence_violation([0, 0, 1.5], *fence)
     assert reason is not None and "would stop at 2.14" in reason
-    assert L.geofence_violation([0, 0, 1.5], lim.fence_low, lim.fence_high, [0, 0, -2.0], lim.fence_brake_mps2,
-                                lim.fence_reaction_s) is None  # fmt: skip  (moving away from the ceiling)
+    assert (
+        L.geofence_violation(
+            [0, 0, 1.5], lim.fence_low, lim.fence_high, [0, 0, -2.0], lim.fence_brake_mps2, lim.fence_reaction_s
+        )
+        is None
+    )  # fmt: skip  (moving away from the ceiling)
     assert L.geofence_violation([0, 0, 1.0], *fence) is None  # 1.64 m: room to stop
 
 

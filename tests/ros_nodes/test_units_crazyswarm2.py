@@ -1,7 +1,6 @@
 """cmd_vel_legacy field mapping against Crazyswarm2's server (crazyflie_server.cpp, cmd_vel_legacy_changed):
 roll = linear.y, pitch = -linear.x, yawrate = angular.z, thrust = clamp(linear.z, 0, 60000)."""
 
-
 from robot_rl.deploy.units import cmd_vel_legacy_to_rpyt, rpyt_to_cmd_vel_legacy
 
 

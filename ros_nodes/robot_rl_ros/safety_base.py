@@ -1,0 +1,102 @@
+"""What every safety node shares: the latched e-stop (topic and service), arming, the watchdog timer
+that keeps the command stream alive, mode reports and /diagnostics.
+
+A subclass owns a supervisor (`self.sup`: mode, reason, events, counters(), prearm_problems, estop,
+arm, check) and implements `_send()`, which asks the supervisor for a command and publishes it.
+"""
+
+from __future__ import annotations
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.node import Node
+from std_msgs.msg import Bool, String
+from std_srvs.srv import Empty, Trigger
+
+from robot_rl_ros import qos
+
+
+class SafetyNodeBase(Node):
+    def _setup_common(self, estop_topic: str, watchdog_rate_hz: float, event_gap_s: float,
+                      diagnostics_period_s: float, hardware_id: str) -> None:  # fmt: skip
+        """Call after self.sup exists. The timer sends when not ACTIVE, or when nothing went out for
+        event_gap_s (the event path forwards each policy action at once)."""
+        self.hardware_id = hardware_id
+        self.event_gap_s = event_gap_s
+        self.last_pub_time = -1.0
+        self.n_events_reported = 0
+        self.last_mode = None
+        self.mode_pub = self.create_publisher(String, "safety/mode", qos.LATCHED)
+        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS)
+        self.create_subscription(Bool, estop_topic, self._on_estop_topic, qos.LATCHED)
+        self.create_service(Trigger, "safety/estop", self._srv_estop)
+        self.create_service(Trigger, "safety/arm", self._srv_arm)
+        self.emergency_client = self.create_client(Empty, "emergency")  # the robot's own e-stop
+        self.create_timer(1.0 / watchdog_rate_hz, self._on_timer)
+        self.create_timer(diagnostics_period_s, self._publish_diagnostics)
+
+    def now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _send(self) -> None:
+        raise NotImplementedError
+
+    def _on_estop_topic(self, msg: Bool) -> None:
+        if msg.data:
+            self._estop("emergency stop topic")
+
+    def _srv_estop(self, request, response):
+        self._estop("emergency stop service")
+        response.success, response.message = True, "emergency stop latched"
+        return response
+
+    def _srv_arm(self, request, response):
+        why = self.sup.arm(self.now())
+        response.success, response.message = why is None, why or "armed"
+        self._after_input()
+        return response
+
+    def _estop(self, reason: str) -> None:
+        first = self.sup.mode.name != "ESTOP"
+        self.sup.estop(self.now(), reason)
+        self._send()
+        if first and self.emergency_client.service_is_ready():
+            self.emergency_client.call_async(Empty.Request())  # the robot's own e-stop as a second path
+        self._after_input()
+
+    def _on_timer(self) -> None:
+        now = self.now()
+        # The timer keeps the stream alive and runs the watchdogs; skip it when the event path just sent.
+        if self.sup.mode.name != "ACTIVE" or now - self.last_pub_time >= self.event_gap_s or now < self.last_pub_time:
+            self._send()
+        else:
+            self.sup.check(now)
+            self._after_input()
+
+    def _after_input(self) -> None:
+        if self.sup.mode != self.last_mode:
+            self.last_mode = self.sup.mode
+            self.mode_pub.publish(String(data=f"{self.sup.mode.name}: {self.sup.reason}"))
+            self.get_logger().warning(f"mode {self.sup.mode.name}: {self.sup.reason}")
+            self._publish_diagnostics()
+
+    def _publish_diagnostics(self) -> None:
+        sup = self.sup
+        new = sup.events[self.n_events_reported :] if self.n_events_reported <= len(sup.events) else sup.events
+        self.n_events_reported = len(sup.events)
+        level = {"ACTIVE": DiagnosticStatus.OK, "DISARMED": DiagnosticStatus.WARN}.get(
+            sup.mode.name, DiagnosticStatus.ERROR
+        )
+        values = [KeyValue(key="mode", value=sup.mode.name), KeyValue(key="reason", value=sup.reason)]
+        values += [KeyValue(key=k, value=str(v)) for k, v in sup.counters().items()]
+        values += [KeyValue(key="prearm", value="; ".join(sup.prearm_problems) or "ok")]
+        values += [KeyValue(key=f"event.{e.kind}", value=f"{e.time:.3f} {e.reason}") for e in new[-20:]]
+        st = DiagnosticStatus(
+            level=level,
+            name=f"{self.get_namespace().rstrip('/')}/safety",
+            hardware_id=self.hardware_id,
+            message=f"{sup.mode.name}: {sup.reason}",
+            values=values,
+        )
+        msg = DiagnosticArray(status=[st])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.diag_pub.publish(msg)

@@ -1,0 +1,62 @@
+"""One simulated arm driven by joint position targets: the plant for arm software-in-the-loop.
+
+The same task physics as training (joint impedance servos, command latency, optional DR), stepped
+one 25 Hz control period per call with the targets a ros2_control forward position controller takes
+(7 joints in rad, then the two fingers in m).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from sim.env import BatchedEnv, EnvConfig
+from sim.robots.diff_ik import forward_kinematics
+from sim.tasks.arm import ARM_DOF, FINGER_QPOS, ArmReach
+
+# What a Franka's ros2_control joint_state_broadcaster calls the joints, in the policy's order.
+ARM_JOINT_NAMES = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1", "panda_finger_joint2"]
+
+
+class ArmSitl:
+    def __init__(self, seed: int = 0, randomize: bool = False, target=(0.5, 0.0, 0.3)):
+        cfg = EnvConfig(
+            num_worlds=1, seed=seed, nthread=1, episode_length_s=1e9,
+            randomization="train" if randomize else "none",
+            obs_noise=False, action_latency=randomize, pushes=False,
+        )  # fmt: skip
+        self.env = BatchedEnv(ArmReach(action_mode="ee_position"), cfg)
+        self.task = self.env.task
+        self.dt = self.task.control_dt
+        self.time = 0.0
+        self.set_target(target)
+
+    def reset(self) -> None:
+        """The arm at its home pose, fingers open, at rest; the servos hold that pose."""
+        self.env._reset_worlds(torch.tensor([0]))
+        self.set_target(self.target)
+        self.time = 0.0
+
+    def set_target(self, target) -> None:
+        """Where the reach marker is (m, base frame); drawn in the scene for videos."""
+        self.target = np.asarray(target, dtype=np.float64)
+        self.task.goal_pos[0] = torch.as_tensor(self.target)
+        self.task.site_pos[0, self.task.target_site] = torch.as_tensor(self.target).to(self.task.site_pos.dtype)
+
+    def step(self, joint_targets: np.ndarray) -> None:
+        q = torch.as_tensor(np.asarray(joint_targets, dtype=np.float64)).reshape(1, ARM_DOF + 2)
+        if not torch.all(torch.isfinite(q)):
+            raise ValueError("SITL joint targets are not finite")
+        self.task.apply_joint_targets(q)
+        self.time += self.dt
+
+    def state(self) -> dict[str, np.ndarray]:
+        b = self.env.backend
+        return {
+            "position": np.concatenate([b.qpos[0, :ARM_DOF].numpy(), b.qpos[0, FINGER_QPOS].numpy()]),
+            "velocity": np.concatenate([b.qvel[0, :ARM_DOF].numpy(), b.qvel[0, FINGER_QPOS].numpy()]),
+        }
+
+    def tcp_position(self) -> np.ndarray:
+        q = self.env.backend.qpos[:1, :ARM_DOF]
+        return forward_kinematics(q).tcp[0, :3, 3].numpy().copy()

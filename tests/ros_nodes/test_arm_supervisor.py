@@ -1,0 +1,104 @@
+"""The arm safety supervisor without ROS: every limiter changes an out-of-range input, and the
+fallbacks (HOLD, latched ESTOP) hold a fixed pose and never emit a non-finite target."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from robot_rl_ros.arm_supervisor import (
+    ArmLimits,
+    ArmMode,
+    ArmSupervisor,
+    ArmSupervisorConfig,
+    clip_joints,
+    limit_lead,
+    limit_speed,
+    outside_box,
+)
+
+HOME = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785, 0.04, 0.04])
+
+
+def panda_tcp(q7: np.ndarray) -> np.ndarray:
+    """The real deploy-side FK of the Panda-like arm (DH table), as the node builds it from a bundle."""
+    from robot_rl.deploy.arm_ik import IKSpec, forward_kinematics
+    from sim.robots.diff_ik import DiffIK
+
+    spec = IKSpec.from_dict(DiffIK().spec())
+    return forward_kinematics(spec, np.asarray(q7)[None]).tcp[0, :3, 3]
+
+
+def armed(tcp=None) -> ArmSupervisor:
+    sup = ArmSupervisor(ArmSupervisorConfig(), [], tcp)
+    sup.on_state(HOME, 0.0, 0.0)
+    sup.on_action(HOME, 0.0)
+    sup.step(0.0)
+    assert sup.mode == ArmMode.ACTIVE
+    return sup
+
+
+def test_each_limiter_changes_an_out_of_range_input():
+    lim = ArmLimits()
+    q, hit = clip_joints(HOME + np.r_[0, 5.0, 0, 0, 0, 0, 0, 0, 0], lim.q_low, lim.q_high)
+    assert hit and q[1] == lim.q_high[1]
+    q, hit = limit_lead(HOME + 0.5, HOME, lim.max_lead)
+    assert hit and np.allclose(q - HOME, lim.max_lead)
+    q, hit = limit_speed(HOME + 0.5, HOME, 0.04, lim.max_speed)
+    assert hit and np.allclose(q - HOME, lim.max_speed * 0.04)
+    assert outside_box(np.array([0.5, 0.0, -0.1]), lim.workspace_low, lim.workspace_high).startswith("TCP z")
+    for f, args in ((clip_joints, (lim.q_low, lim.q_high)), (limit_lead, (HOME, lim.max_lead))):
+        assert not f(HOME, *args)[1]  # in range: unchanged
+    assert outside_box(np.array([0.5, 0.0, 0.3]), lim.workspace_low, lim.workspace_high) is None
+
+
+def test_active_commands_pass_through_the_limiters_and_are_counted():
+    sup = armed()
+    sup.on_state(HOME, 0.01, 0.04)
+    sup.on_action(HOME + np.r_[0.5, 0, 0, 0, 0, 0, 0, 0, 0], 0.04)
+    cmd = sup.step(0.04)
+    assert cmd[0] == pytest.approx(min(0.2, 2.175 * 0.04))  # lead 0.2 rad, then speed 2.175 rad/s x 40 ms
+    assert sup.counts["limit.lead"] == 1 and sup.counts["limit.speed"] == 1
+
+
+def test_workspace_refuses_a_commanded_pose_and_holds_when_the_arm_is_outside():
+    sup = armed(panda_tcp)
+    down = HOME.copy()
+    down[3] = -0.3  # elbow straight: the TCP swings far forward and down, out of the box
+    sup.on_state(HOME, 0.01, 0.04)
+    sup.cfg.limits.max_lead[:] = 10.0
+    sup.cfg.limits.max_speed[:] = 100.0
+    sup.on_action(down, 0.04)
+    cmd = sup.step(0.04)
+    assert sup.counts["limit.workspace"] == 1 and np.allclose(cmd, HOME)
+    sup.on_state(down, 0.02, 0.05)  # the arm is there anyway (pushed): HOLD
+    assert sup.mode == ArmMode.HOLD and "workspace" in sup.reason
+
+
+def test_nan_action_stale_state_out_of_order_and_estop():
+    sup = armed()
+    sup.on_action(np.full(9, np.nan), 0.01)
+    assert sup.mode == ArmMode.HOLD and sup.counts["action.nonfinite"] == 1
+    cmd = sup.step(0.02)
+    assert np.all(np.isfinite(cmd)) and np.allclose(cmd, HOME)
+
+    sup = armed()
+    assert sup.on_state(HOME, -0.5, 0.01).startswith("joint_states: out-of-order")
+    assert sup.on_state(np.r_[HOME[:8], np.inf], 0.02, 0.02).endswith("non-finite values rejected")
+    sup.on_action(HOME, 0.15)
+    sup.step(0.15)  # no fresh state for 150 ms > 100 ms
+    assert sup.mode == ArmMode.HOLD and "joint_states stale" in sup.reason
+
+    sup = armed()
+    sup.on_state(HOME, 0.25, 0.25)
+    sup.step(0.25)  # fresh state, no policy action for 250 ms > 200 ms
+    assert sup.mode == ArmMode.HOLD and "policy command stale" in sup.reason
+    sup.estop(0.26, "test")
+    assert sup.mode == ArmMode.ESTOP and np.allclose(sup.step(0.27), HOME)
+    assert "latched" in sup.arm(0.28)
+
+
+def test_limits_reject_malformed_parameters():
+    with pytest.raises(ValueError, match="needs 9 values"):
+        ArmLimits.from_params({"q_low": [0.0] * 7})
+    with pytest.raises(ValueError, match="exceeds"):
+        ArmLimits.from_params({"workspace_low": [1.0, 1.0, 1.0], "workspace_high": [0.0, 0.0, 0.0]})
