@@ -32,21 +32,43 @@ def fill(store: Store, runs: int, episodes: int, rng: random.Random) -> None:
     for i in range(runs):
         task, reward, guidance = TASKS[i % 5], REWARDS[(i // 5) % 4], GUIDANCE[(i // 20) % 5]
         name = f"{task}_{reward}_{guidance}_s{i // 100}_{i}"
-        store.record_run(name, task=task, algo="ppo", reward=reward, guidance=guidance, seed=i // 100,
-                         status="finished", git_revision="bench", versions={"torch": "2.13.0"},
-                         config_yaml=f"task:\n  name: {task}\nseed: {i // 100}\n")
+        store.record_run(
+            name,
+            task=task,
+            algo="ppo",
+            reward=reward,
+            guidance=guidance,
+            seed=i // 100,
+            status="finished",
+            git_revision="bench",
+            versions={"torch": "2.13.0"},
+            config_yaml=f"task:\n  name: {task}\nseed: {i // 100}\n",
+        )
         for j, rz in enumerate(("none", "train")):
             p = rng.random()
-            store.record_evaluation(name, {
-                "name": f"final_{rz}", "task": task, "episodes": per_eval, "randomization": rz, "seed": j,
-                "metrics": {"success_rate": p, "position_error_m": rng.random() * 0.1, "crash_rate": 0.0},
-                "reward_terms": {"position": 1.0, "action_rate": -0.1},
-                "per_episode": [
-                    {"episode": e, "success": rng.random() < p, "return": rng.gauss(10, 2),
-                     "position_error_m": rng.random() * 0.1, "crashed": False}
-                    for e in range(per_eval)
-                ],
-            }, created_at=1.0e9 + 2 * i + j)
+            store.record_evaluation(
+                name,
+                {
+                    "name": f"final_{rz}",
+                    "task": task,
+                    "episodes": per_eval,
+                    "randomization": rz,
+                    "seed": j,
+                    "metrics": {"success_rate": p, "position_error_m": rng.random() * 0.1, "crash_rate": 0.0},
+                    "reward_terms": {"position": 1.0, "action_rate": -0.1},
+                    "per_episode": [
+                        {
+                            "episode": e,
+                            "success": rng.random() < p,
+                            "return": rng.gauss(10, 2),
+                            "position_error_m": rng.random() * 0.1,
+                            "crashed": False,
+                        }
+                        for e in range(per_eval)
+                    ],
+                },
+                created_at=1.0e9 + 2 * i + j,
+            )
 
 
 def timed_get(host: str, port: int, path: str) -> tuple[float, int]:
@@ -75,8 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         fill_s = time.perf_counter() - t0
         counts = store.counts()
         store.close()
-        print(f"store: {counts['runs']} runs, {counts['evaluations']} evaluations, "
-              f"{counts['episodes']} episode records (filled in {fill_s:.1f} s)")
+        print(
+            f"store: {counts['runs']} runs, {counts['evaluations']} evaluations, "
+            f"{counts['episodes']} episode records (filled in {fill_s:.1f} s)"
+        )
 
         server = make_server(root, port=0, rescan_interval_s=0)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -85,16 +109,20 @@ def main(argv: list[str] | None = None) -> int:
         try:
             timed_get(host, port, "/api/leaderboard")  # first query warms SQLite's page cache
             results = {}
-            for label, path in [("leaderboard (all runs)", "/api/leaderboard"),
-                                ("leaderboard (task filter)", "/api/leaderboard?task=franka_lift"),
-                                ("page html", "/")]:
+            for label, path in [
+                ("leaderboard (all runs)", "/api/leaderboard"),
+                ("leaderboard (task filter)", "/api/leaderboard?task=franka_lift"),
+                ("page html", "/"),
+            ]:
                 times, size = [], 0
                 for _ in range(args.repeats):
                     dt, size = timed_get(host, port, path)
                     times.append(dt)
                 results[label] = times
-                print(f"{label:28s} median {statistics.median(times) * 1e3:7.1f} ms  "
-                      f"max {max(times) * 1e3:7.1f} ms  ({size / 1024:.0f} KiB)")
+                print(
+                    f"{label:28s} median {statistics.median(times) * 1e3:7.1f} ms  "
+                    f"max {max(times) * 1e3:7.1f} ms  ({size / 1024:.0f} KiB)"
+                )
         finally:
             server.shutdown()
             server.server_close()

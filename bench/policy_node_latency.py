@@ -60,8 +60,7 @@ def main() -> None:
         published=node.published,
         skipped=node.skipped,
         rate_hz=node.bundle.control_rate_hz,
-        ratio_p99_latency_to_period=summary.get("latency_p99_ms", np.nan)
-        / (1e3 / node.bundle.control_rate_hz),
+        ratio_p99_latency_to_period=summary.get("latency_p99_ms", np.nan) / (1e3 / node.bundle.control_rate_hz),
     )
     print(json.dumps(summary, indent=1))
     ex.shutdown()

@@ -41,8 +41,14 @@ def run_one(out: Path, task: str, variant: str, seed: int, args) -> list[dict]:
     run = out / f"{variant}_s{seed}"
     curve_path = run / "curve.json"
     curve = json.loads(curve_path.read_text()) if curve_path.exists() else []
-    common = [f"task={task}", f"task.num_worlds={args.worlds}", f"task.params.layouts={args.layouts}",
-              f"eval.episodes={args.episodes}", "train.progress=false", f"train.save_every={args.chunk_iterations}"]
+    common = [
+        f"task={task}",
+        f"task.num_worlds={args.worlds}",
+        f"task.params.layouts={args.layouts}",
+        f"eval.episodes={args.episodes}",
+        "train.progress=false",
+        f"train.save_every={args.chunk_iterations}",
+    ]
     for chunk in range(len(curve), args.chunks):
         iterations = (chunk + 1) * args.chunk_iterations
         checkpoint = run / "checkpoints" / f"model_{iterations}.pt"

@@ -103,12 +103,7 @@ def _flatten(obj: Any, prefix: str = "", out: dict[str, str] | None = None) -> d
 
 
 def artifact_url(run_name: str, relpath: str) -> str:
-    return (
-        "/artifacts/"
-        + quote(run_name, safe="")
-        + "/"
-        + "/".join(quote(s, safe="") for s in relpath.split("/"))
-    )
+    return "/artifacts/" + quote(run_name, safe="") + "/" + "/".join(quote(s, safe="") for s in relpath.split("/"))
 
 
 def _fully_decoded(segment: str) -> str:
@@ -153,9 +148,7 @@ class DashboardServer(ThreadingHTTPServer):
 
     daemon_threads = True  # an open video stream must not keep the process alive at exit
 
-    def __init__(
-        self, address: tuple[str, int], runs_root: Path, store: Store, rescan_interval_s: float
-    ) -> None:
+    def __init__(self, address: tuple[str, int], runs_root: Path, store: Store, rescan_interval_s: float) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, DashboardHandler)
@@ -214,9 +207,7 @@ class DashboardHandler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
 
-    def _send_bytes(
-        self, status: int, body: bytes, ctype: str, extra: Mapping[str, str] | None = None
-    ) -> None:
+    def _send_bytes(self, status: int, body: bytes, ctype: str, extra: Mapping[str, str] | None = None) -> None:
         self._headers(status, ctype, len(body), extra)
         if self.command != "HEAD":
             self.wfile.write(body)
@@ -309,9 +300,7 @@ class DashboardHandler(BaseHTTPRequestHandler):
         for a in artifacts:
             if a["kind"] != "plan":
                 continue
-            path = resolve_artifact(
-                self.server.runs_root, artifact_url(name, a["relpath"])[len("/artifacts/") :]
-            )
+            path = resolve_artifact(self.server.runs_root, artifact_url(name, a["relpath"])[len("/artifacts/") :])
             if path is None or path.stat().st_size > MAX_PLAN_BYTES:
                 return None
             try:
@@ -453,9 +442,7 @@ class _Parser(argparse.ArgumentParser):
 def main(argv: list[str] | None = None) -> int:
     """``robot-rl dashboard`` entry point; returns the exit status (2: bad input)."""
     parser = _Parser(prog="robot-rl dashboard", description="Serve the sim evaluation dashboard.")
-    parser.add_argument(
-        "--runs-root", default="runs", help="directory holding run directories (default: runs)"
-    )
+    parser.add_argument("--runs-root", default="runs", help="directory holding run directories (default: runs)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="TCP port (default: 8765; 0 picks one)")
     parser.add_argument("--allow-public", action="store_true", help="allow binding a non-loopback address")

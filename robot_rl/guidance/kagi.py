@@ -123,8 +123,9 @@ def build_guides(
             if cfg.backend == "oracle":
                 answer, source = truth, "oracle"
             elif cfg.backend == "noisy_oracle":
-                answer, source = noisy_oracle_answer(proposal, task.name, ident["object"], goal, cfg.noise_p, rng), (
-                    "noisy_oracle"
+                answer, source = (
+                    noisy_oracle_answer(proposal, task.name, ident["object"], goal, cfg.noise_p, rng),
+                    ("noisy_oracle"),
                 )
             else:
                 reply = ask_vlm(client, proposal, ident["instruction"], task.layout_seed, layout, truth)

@@ -405,4 +405,3 @@ class PlanGuidedEnv:
 
     def __getattr__(self, name: str):
         return getattr(self.env, name)  # num_envs, num_actions, device, rng, max_episode_length, ...
-

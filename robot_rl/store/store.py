@@ -101,9 +101,7 @@ class Store:
     cross threads), SQLAlchemy pools its own.
     """
 
-    def __init__(
-        self, url_or_path: str | os.PathLike[str], *, busy_timeout_s: float = BUSY_TIMEOUT_S
-    ) -> None:
+    def __init__(self, url_or_path: str | os.PathLike[str], *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         target = os.fspath(url_or_path)
         self.busy_timeout_s = busy_timeout_s
         self._local = threading.local()
@@ -302,9 +300,7 @@ class Store:
             raise KeyError(run_name)
         return self._upsert_run(tx, run_name, {})
 
-    def _upsert_evaluation(
-        self, tx: _Tx, run_id: int, ev: Mapping[str, Any], created_at: float | None
-    ) -> int:
+    def _upsert_evaluation(self, tx: _Tx, run_id: int, ev: Mapping[str, Any], created_at: float | None) -> int:
         metrics = dict(ev.get("metrics") or {})
         per_episode = list(ev.get("per_episode") or [])
         episodes = _int_or_none(ev.get("episodes"))
@@ -403,8 +399,7 @@ class Store:
                 # Explicit child deletes: PostgreSQL and SQLite agree on them even where a
                 # connection was opened without foreign-key enforcement.
                 tx.execute(
-                    "DELETE FROM episodes WHERE evaluation_id IN"
-                    " (SELECT id FROM evaluations WHERE run_id = :r)",
+                    "DELETE FROM episodes WHERE evaluation_id IN (SELECT id FROM evaluations WHERE run_id = :r)",
                     {"r": rid},
                 )
                 tx.execute("DELETE FROM evaluations WHERE run_id = :r", {"r": rid})
@@ -430,8 +425,7 @@ class Store:
             )
             run["evaluations"] = [_decode_eval(e) for e in evals]
             run["artifacts"] = tx.execute(
-                "SELECT kind, relpath, size_bytes, mtime FROM artifacts WHERE run_id = :r"
-                " ORDER BY kind, relpath",
+                "SELECT kind, relpath, size_bytes, mtime FROM artifacts WHERE run_id = :r ORDER BY kind, relpath",
                 {"r": run["id"]},
             )
         return run
@@ -580,9 +574,7 @@ def _clean(obj: Any) -> Any:
     return str(obj)
 
 
-def open_store(
-    url_or_path: str | os.PathLike[str] | None = None, runs_root: str | os.PathLike[str] = "runs"
-) -> Store:
+def open_store(url_or_path: str | os.PathLike[str] | None = None, runs_root: str | os.PathLike[str] = "runs") -> Store:
     """Open (creating and migrating if needed) the store: default ``<runs_root>/eval_store.sqlite``.
 
     The ``ROBOT_RL_STORE`` environment variable, when set, overrides the default so a team can

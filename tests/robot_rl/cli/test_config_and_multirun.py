@@ -34,8 +34,15 @@ def test_multirun_trains_one_run_per_value(tmp_path):
     from robot_rl import commands
 
     runs = commands.cmd_train(
-        ["-m", "seed=0,1", f"runs_root={tmp_path}", "task.num_worlds=16", "train.iterations=1",
-         "algo.num_steps_per_env=8", "train.progress=false"]  # fmt: skip
+        [
+            "-m",
+            "seed=0,1",
+            f"runs_root={tmp_path}",
+            "task.num_worlds=16",
+            "train.iterations=1",
+            "algo.num_steps_per_env=8",
+            "train.progress=false",
+        ]  # fmt: skip
     )
     assert len(runs) == 2
     seeds = sorted(json.loads((r / "meta.json").read_text())["seed"] for r in runs)

@@ -181,9 +181,7 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory, video_file: Path, tiny_r
         success=0.9,
         video=video_file,
     )
-    make_run(
-        root, "hover_ppo_s2", task="crazyflie_hover", reward="dense", guidance="none", seed=2, success=0.7
-    )
+    make_run(root, "hover_ppo_s2", task="crazyflie_hover", reward="dense", guidance="none", seed=2, success=0.7)
     make_run(
         root,
         "lift_vlm_s1",

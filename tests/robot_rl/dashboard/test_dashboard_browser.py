@@ -20,8 +20,14 @@ CHROMIUM = os.environ.get("ROBOT_RL_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts"
 HTML_RUN = '<img src=x onerror="window.__pwned=1">'  # same as conftest.HTML_RUN
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     "--autoplay-policy=no-user-gesture-required",
 ]
 

@@ -16,9 +16,7 @@ from robot_rl.dashboard.server import DashboardServer, make_server
 HTML_RUN = '<img src=x onerror="window.__pwned=1">'  # same as conftest.HTML_RUN
 
 
-def get(
-    srv: DashboardServer, path: str, headers: dict[str, str] | None = None
-) -> tuple[int, dict[str, str], bytes]:
+def get(srv: DashboardServer, path: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
     # http.client sends the path byte for byte: no client-side "../" normalisation that would
     # hide a traversal attempt from the server.
     host, port = srv.server_address[:2]
@@ -170,9 +168,7 @@ def test_main_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 def test_resolve_artifact_unit(runs_root: Path) -> None:
     assert dash.resolve_artifact(runs_root, "hover_ppo_s1/videos/rollout.mp4") is not None
-    assert (
-        dash.resolve_artifact(runs_root, quote("hover_ppo_s1", safe="") + "/videos/rollout.mp4") is not None
-    )
+    assert dash.resolve_artifact(runs_root, quote("hover_ppo_s1", safe="") + "/videos/rollout.mp4") is not None
     assert dash.resolve_artifact(runs_root, "hover_ppo_s1/videos/%2e%2e/videos/rollout.mp4") is None
 
 
@@ -207,7 +203,9 @@ def test_main_serves_on_loopback(tmp_path: Path) -> None:
     code = "import sys; from robot_rl.dashboard.server import main; sys.exit(main(sys.argv[1:]))"
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "--runs-root", str(tmp_path), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         line = proc.stdout.readline()

@@ -30,12 +30,22 @@ REPO = Path(__file__).resolve().parents[3]
 
 def evaluation(name: str, n: int, k: int, **extra: object) -> dict:
     return {
-        "name": name, "task": "crazyflie_hover", "episodes": n, "randomization": "train", "seed": 7,
+        "name": name,
+        "task": "crazyflie_hover",
+        "episodes": n,
+        "randomization": "train",
+        "seed": 7,
         "metrics": {"success_rate": k / n, "position_error_m": 0.04, "crash_rate": 0.0, "extra": 1.5},
         "reward_terms": {"position": 1.0, "action_rate": -0.1},
         "per_episode": [
-            {"episode": i, "success": i < k, "return": float(i), "position_error_m": 0.01, "crashed": False,
-             "note": "x"}
+            {
+                "episode": i,
+                "success": i < k,
+                "return": float(i),
+                "position_error_m": 0.01,
+                "crashed": False,
+                "note": "x",
+            }
             for i in range(n)
         ],
         **extra,
@@ -47,10 +57,20 @@ def write_run(root: Path, name: str, *, seed: int = 1, success: float = 0.5, eva
     (run / "eval").mkdir(parents=True)
     (run / "videos").mkdir()
     (run / "config.yaml").write_text(f"task:\n  name: crazyflie_hover\nalgo:\n  name: ppo\nseed: {seed}\n")
-    meta = {"run_name": name, "task": "crazyflie_hover", "algo": "ppo", "reward": "dense", "guidance": "none",
-            "seed": seed, "git_revision": "deadbeef", "versions": {"torch": "2.13.0"}, "status": "finished",
-            "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T01:00:00Z",
-            "train_wall_time_s": 12.5}
+    meta = {
+        "run_name": name,
+        "task": "crazyflie_hover",
+        "algo": "ppo",
+        "reward": "dense",
+        "guidance": "none",
+        "seed": seed,
+        "git_revision": "deadbeef",
+        "versions": {"torch": "2.13.0"},
+        "status": "finished",
+        "started_at": "2026-01-01T00:00:00Z",
+        "finished_at": "2026-01-01T01:00:00Z",
+        "train_wall_time_s": 12.5,
+    }
     (run / "meta.json").write_text(json.dumps(meta))
     if evaluated:
         (run / "eval" / "final.json").write_text(json.dumps(evaluation("final", 10, int(success * 10))))
@@ -111,8 +131,7 @@ def test_record_run_and_evaluation(tmp_path: Path) -> None:
 def test_leaderboard_ci_across_seeds(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.sqlite")
     for seed, k in ((1, 8), (2, 6), (3, 7)):
-        store.record_run(f"hover_s{seed}", task="hover", algo="ppo", reward="dense", guidance="none",
-                         seed=seed)
+        store.record_run(f"hover_s{seed}", task="hover", algo="ppo", reward="dense", guidance="none", seed=seed)
         store.record_evaluation(f"hover_s{seed}", evaluation("final", 10, k))
     store.record_run("lift", task="lift", algo="ppo", reward="kp", guidance="vlm", seed=1)
     store.record_evaluation("lift", evaluation("final", 10, 2, randomization="none"))
@@ -207,8 +226,10 @@ def test_two_processes_writing_lose_nothing(tmp_path: Path) -> None:
     store = Store(path)
     assert store.counts() == {"runs": 10, "evaluations": 2 * n, "episodes": 2 * n * 20, "artifacts": 0}
     # The writes really interleaved (otherwise this test would prove nothing about locking).
-    order = [r["name"][4] for r in store.query("SELECT r.name FROM evaluations e JOIN runs r"
-                                               " ON r.id = e.run_id ORDER BY e.id")]
+    order = [
+        r["name"][4]
+        for r in store.query("SELECT r.name FROM evaluations e JOIN runs r ON r.id = e.run_id ORDER BY e.id")
+    ]
     assert sum(a != b for a, b in zip(order, order[1:], strict=False)) >= 2, order
     store.close()
 
