@@ -30,7 +30,7 @@ PARAMS = {
     "action_dim": 4,
     "auto_arm": True,
     "command_topic": "forward_position_controller/commands",
-    "watchdog_rate_hz": 12.5,
+    "watchdog_rate_hz": 25.0,
     "event_gap_s": 0.06,  # the timer sends when nothing went out for this long (1.5 policy periods)
     "state_max_age_s": 0.1,
     "command_timeout_s": 0.2,
