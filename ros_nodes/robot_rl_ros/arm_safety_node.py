@@ -16,13 +16,13 @@ from std_msgs.msg import Float64MultiArray
 
 from robot_rl.deploy.arm_ik import IKSpec, forward_kinematics
 from robot_rl_ros import qos
-from robot_rl_ros.arm_supervisor import ArmLimits, ArmSupervisor, ArmSupervisorConfig
+from robot_rl_ros.joint_supervisor import JointSupervisor, JointSupervisorConfig, arm_limits
 from robot_rl_ros.msgs import arm_joint_arrays, stamp_to_s
 from robot_rl_ros.params import declare
 from robot_rl_ros.prearm import RobotSpec, check_bundle
 from robot_rl_ros.safety_base import SafetyNodeBase
 
-_L = ArmLimits()
+_L = arm_limits()
 PARAMS = {
     "bundle": "",
     "robot": "panda_like",
@@ -58,13 +58,14 @@ class ArmSafetyNode(SafetyNodeBase):
             tcp = lambda q: forward_kinematics(ik, np.asarray(q)[None]).tcp[0, :3, 3]  # noqa: E731
         elif bundle is not None:
             self.get_logger().warning("bundle carries no arm kinematics: workspace checks are off")
-        cfg = ArmSupervisorConfig(
-            limits=ArmLimits.from_params(p),
+        cfg = JointSupervisorConfig(
+            limits=arm_limits().with_params(p),
+            fallback="hold",
             state_max_age_s=p["state_max_age_s"],
             command_timeout_s=p["command_timeout_s"],
             auto_arm=p["auto_arm"],
         )
-        self.sup = ArmSupervisor(cfg, problems, tcp)
+        self.sup = JointSupervisor(cfg, problems, tcp)
         for prob in problems:
             self.get_logger().error(f"pre-arm: {prob}")
         self.cmd_pub = self.create_publisher(Float64MultiArray, p["command_topic"], qos.COMMAND)

@@ -31,7 +31,7 @@ def test_arm_reaches_and_holds(trained_arm_bundle, lockstep, tol):
 
 def test_arm_policy_killed_holds_then_estop_latches(trained_arm_bundle):
     from rclpy.task import Future
-    from robot_rl_ros.arm_supervisor import ArmLimits
+    from robot_rl_ros.joint_supervisor import arm_limits
     from robot_rl_ros.sitl import Observer, SitlGraph
     from std_srvs.srv import Trigger
 
@@ -83,7 +83,7 @@ def test_arm_policy_killed_holds_then_estop_latches(trained_arm_bundle):
     assert cmd_t.size > 10 and np.diff(cmd_t).max() <= 0.1, np.diff(cmd_t).max()  # >= 10 Hz throughout
     assert not refused.success and "latched" in refused.message
     assert estop_drift < 0.005, estop_drift
-    lim = ArmLimits()
+    lim = arm_limits()
     cmds = np.array([c for _, _, c in obs.commands])
     assert np.all(np.isfinite(cmds))
     assert np.all(cmds >= lim.q_low - 1e-9) and np.all(cmds <= lim.q_high + 1e-9)  # nothing outside the limits

@@ -1,11 +1,12 @@
-"""The arm safety supervisor: what the arm safety node decides, without ROS.
+"""The safety supervisor of joint-space robots (arms, legs): what their safety nodes decide, without ROS.
 
-Commands are joint position targets (7 joints in rad, then the two fingers in m), as a ros2_control
-forward position controller or Franka's joint impedance takes them. A position controller holds
-its last command forever, so the fallback is HOLD: a fixed pose captured when the fallback began,
-streamed at the watchdog rate. E-stop is the same hold, latched (the robot's own e-stop, its
-brakes, is called as a second path by the node). Time is passed in explicitly, as in the drone
-supervisor, so the logic is tested in plain Python.
+Commands are joint position targets (an arm: 7 joints in rad, then the two fingers in m; a Go1: 12
+joints). The fallback depends on the robot. An arm's position controller holds its last command
+forever, so the arm's fallback is HOLD: a fixed pose captured when the fallback began, streamed at
+the watchdog rate. A legged robot cannot hold a pose it is falling out of, so its fallback is DAMP:
+zero stiffness and joint damping, which lowers it to the ground (Unitree's damping mode). E-stop is
+the same fallback, latched; the node also calls the robot's own e-stop as a second path. Time is
+passed in explicitly, as in the drone supervisor, so the logic is tested in plain Python.
 """
 
 from __future__ import annotations
@@ -16,58 +17,85 @@ from enum import IntEnum
 
 import numpy as np
 
-from robot_rl_ros.limits import is_finite
+from robot_rl_ros.limits import is_finite, tilt_deg
 from robot_rl_ros.monitor import InputMonitor
 
-N_JOINTS = 9  # 7 arm joints + 2 fingers
 
-
-class ArmMode(IntEnum):
-    """Ordered by severity: the supervisor only moves up, except when (re-)armed."""
+class JointMode(IntEnum):
+    """Ordered by severity: the supervisor only moves up, except when (re-)armed. A robot uses one of
+    HOLD (arms) or DAMP (legs) as its fallback."""
 
     DISARMED = 0
     ACTIVE = 1
     HOLD = 2
-    ESTOP = 3
-
-
-def _v(*x: float) -> Callable[[], np.ndarray]:
-    return lambda: np.array(x, dtype=np.float64)
+    DAMP = 3
+    ESTOP = 4
 
 
 @dataclass
-class ArmLimits:
-    # Franka joint limits less 0.05 rad; fingers 0..0.04 m.
-    q_low: np.ndarray = field(default_factory=_v(-2.8473, -1.7128, -2.8473, -3.0218, -2.8473, 0.0325, -2.8473, 0, 0))
-    q_high: np.ndarray = field(default_factory=_v(2.8473, 1.7128, 2.8473, -0.1198, 2.8473, 3.7025, 2.8473, 0.04, 0.04))
-    # Largest |target - measured|: a target far from where the arm is means a large torque step.
-    max_lead: np.ndarray = field(default_factory=_v(*[0.2] * 7, 0.05, 0.05))
-    # Largest change of the target per second (Franka's joint speed limits; finger 0.2 m/s).
-    max_speed: np.ndarray = field(default_factory=_v(2.175, 2.175, 2.175, 2.175, 2.61, 2.61, 2.61, 0.2, 0.2))
-    # TCP box (m, base frame): a commanded pose outside it is refused; the measured TCP beyond it
-    # by workspace_margin_m -> HOLD.
-    workspace_low: np.ndarray = field(default_factory=_v(0.1, -0.7, 0.005))
-    workspace_high: np.ndarray = field(default_factory=_v(0.95, 0.7, 1.0))
+class JointLimits:
+    q_low: np.ndarray
+    q_high: np.ndarray
+    # Largest |target - measured|: a target far from where the joint is means a large torque step.
+    max_lead: np.ndarray
+    # Largest change of the target per second.
+    max_speed: np.ndarray
+    # TCP box (m, base frame) for arms: a commanded pose outside it is refused; the measured TCP
+    # beyond it by workspace_margin_m -> fallback. None: no workspace (legs).
+    workspace_low: np.ndarray | None = None
+    workspace_high: np.ndarray | None = None
     workspace_margin_m: float = 0.03
 
-    @staticmethod
-    def from_params(p: dict) -> ArmLimits:
-        out = ArmLimits()
-        for f in fields(ArmLimits):
-            if f.name in p and p[f.name] is not None:
-                v = p[f.name]
+    @property
+    def n(self) -> int:
+        return len(self.q_low)
+
+    def with_params(self, p: dict) -> JointLimits:
+        """These limits with the ones given as flat ROS parameters; checked."""
+        out = JointLimits(**{f.name: getattr(self, f.name) for f in fields(JointLimits)})
+        for f in fields(JointLimits):
+            v = p.get(f.name)
+            if v is not None and not (isinstance(v, list) and len(v) == 0):
                 setattr(out, f.name, np.asarray(v, dtype=np.float64) if isinstance(v, (list, tuple)) else float(v))
         for name in ("q_low", "q_high", "max_lead", "max_speed"):
-            if getattr(out, name).shape != (N_JOINTS,):
-                raise ValueError(f"limit '{name}' needs {N_JOINTS} values (7 joints, 2 fingers)")
-        for name in ("workspace_low", "workspace_high"):
-            if getattr(out, name).shape != (3,):
-                raise ValueError(f"limit '{name}' needs 3 values (x, y, z)")
-        if np.any(out.q_low > out.q_high) or np.any(out.workspace_low > out.workspace_high):
+            if getattr(out, name).shape != (self.n,):
+                raise ValueError(f"limit '{name}' needs {self.n} values (one per joint)")
+        if (out.workspace_low is None) != (out.workspace_high is None):
+            raise ValueError("give both workspace_low and workspace_high, or neither")
+        if out.workspace_low is not None:
+            for name in ("workspace_low", "workspace_high"):
+                if getattr(out, name).shape != (3,):
+                    raise ValueError(f"limit '{name}' needs 3 values (x, y, z)")
+            if np.any(out.workspace_low > out.workspace_high):
+                raise ValueError("a low limit exceeds its high limit")
+        if np.any(out.q_low > out.q_high):
             raise ValueError("a low limit exceeds its high limit")
         if np.any(out.max_lead <= 0) or np.any(out.max_speed <= 0):
             raise ValueError("max_lead and max_speed must be positive")
         return out
+
+
+def arm_limits() -> JointLimits:
+    """A Franka-like arm: joint limits less 0.05 rad, fingers 0..0.04 m; Franka's joint speed limits."""
+    return JointLimits(
+        q_low=np.array([-2.8473, -1.7128, -2.8473, -3.0218, -2.8473, 0.0325, -2.8473, 0.0, 0.0]),
+        q_high=np.array([2.8473, 1.7128, 2.8473, -0.1198, 2.8473, 3.7025, 2.8473, 0.04, 0.04]),
+        max_lead=np.array([0.2] * 7 + [0.05, 0.05]),
+        max_speed=np.array([2.175, 2.175, 2.175, 2.175, 2.61, 2.61, 2.61, 0.2, 0.2]),
+        workspace_low=np.array([0.1, -0.7, 0.005]),
+        workspace_high=np.array([0.95, 0.7, 1.0]),
+    )
+
+
+def go1_limits() -> JointLimits:
+    """A Go1: the URDF joint limits (hip, thigh, calf per leg, FR FL RR RL); targets may lead the joints
+    by 0.6 rad (a trot's swing) and move at 20 rad/s (the motors' no-load speed is ~30 rad/s)."""
+    return JointLimits(
+        q_low=np.array([-0.863, -0.686, -2.818] * 4),
+        q_high=np.array([0.863, 4.501, -0.888] * 4),
+        max_lead=np.full(12, 0.6),
+        max_speed=np.full(12, 20.0),
+    )
 
 
 # ----- limiters: each returns the changed targets and whether it changed anything -----
@@ -96,32 +124,39 @@ def outside_box(p: np.ndarray, low: np.ndarray, high: np.ndarray, margin: float 
 
 
 @dataclass
-class ArmSupervisorConfig:
-    limits: ArmLimits = field(default_factory=ArmLimits)
+class JointSupervisorConfig:
+    limits: JointLimits = field(default_factory=arm_limits)
+    fallback: str = "hold"  # "hold" (arms) or "damp" (legs)
     state_max_age_s: float = 0.1
     command_timeout_s: float = 0.2  # 5 periods of a 25 Hz policy
+    max_tilt_deg: float | None = None  # legs: trunk tilt beyond this (fallen) -> fallback
     auto_arm: bool = True
+
+    def __post_init__(self):
+        if self.fallback not in ("hold", "damp"):
+            raise ValueError(f"fallback must be 'hold' or 'damp', got '{self.fallback}'")
 
 
 @dataclass
-class ArmEvent:
+class JointEvent:
     time: float
     kind: str
     reason: str
 
 
-class ArmSupervisor:
+class JointSupervisor:
     def __init__(
         self,
-        cfg: ArmSupervisorConfig,
+        cfg: JointSupervisorConfig,
         prearm_problems: list[str],
         tcp_position: Callable[[np.ndarray], np.ndarray] | None = None,
     ):
         """tcp_position(q7) -> TCP xyz (m); None disables the workspace checks (reported)."""
         self.cfg = cfg
+        self.n = cfg.limits.n
         self.prearm_problems = list(prearm_problems)
         self.tcp_position = tcp_position
-        self.mode = ArmMode.DISARMED
+        self.mode = JointMode.DISARMED
         self.reason = "waiting for pre-arm checks"
         self.mode_since = 0.0
         self.state_in = InputMonitor("joint_states", cfg.state_max_age_s)
@@ -131,15 +166,19 @@ class ArmSupervisor:
         self.hold_pose: np.ndarray | None = None
         self.last_cmd: np.ndarray | None = None
         self.last_cmd_time: float | None = None
-        self.events: list[ArmEvent] = []
+        self.events: list[JointEvent] = []
         self.counts = {k: 0 for k in ("action.nonfinite", "action.bad_dim", "limit.joint", "limit.lead",
                                       "limit.speed", "limit.workspace", "commands")}  # fmt: skip
 
     # ----- inputs -----
+    @property
+    def fallback_mode(self) -> JointMode:
+        return JointMode.HOLD if self.cfg.fallback == "hold" else JointMode.DAMP
+
     def on_state(self, q: np.ndarray, stamp: float, now: float) -> str | None:
         q = np.asarray(q, dtype=np.float64).reshape(-1)
-        if q.shape != (N_JOINTS,):
-            return self.note(now, "input", f"joint_states: {q.size} positions, expected {N_JOINTS}")
+        if q.shape != (self.n,):
+            return self.note(now, "input", f"joint_states: {q.size} positions, expected {self.n}")
         if not is_finite(q):
             return self.note(now, "input", self.state_in.reject_nonfinite())
         why = self.state_in.accept(stamp, now)
@@ -153,26 +192,26 @@ class ArmSupervisor:
 
     def on_action(self, action, now: float) -> str | None:
         a = np.asarray(action, dtype=np.float64).reshape(-1)
-        if a.shape != (N_JOINTS,):
+        if a.shape != (self.n,):
             self.counts["action.bad_dim"] += 1
-            return self._fall(now, ArmMode.HOLD, f"policy action has {a.size} values, expected {N_JOINTS}")
+            return self._fall(now, self.fallback_mode, f"policy action has {a.size} values, expected {self.n}")
         if not is_finite(a):
             self.counts["action.nonfinite"] += 1
-            return self._fall(now, ArmMode.HOLD, "policy action is not finite")
+            return self._fall(now, self.fallback_mode, "policy action is not finite")
         self.action, self.action_time = a, now
         return None
 
     def estop(self, now: float, reason: str) -> None:
-        if self.mode != ArmMode.ESTOP:
-            self._set(now, ArmMode.ESTOP, reason)
+        if self.mode != JointMode.ESTOP:
+            self._set(now, JointMode.ESTOP, reason)
 
     def arm(self, now: float) -> str | None:
-        if self.mode == ArmMode.ESTOP:
+        if self.mode == JointMode.ESTOP:
             return "emergency stop is latched; restart the safety node"
         blockers = self.arm_blockers(now)
         if blockers:
             return "; ".join(blockers)
-        self._set(now, ArmMode.ACTIVE, "armed")
+        self._set(now, JointMode.ACTIVE, "armed")
         return None
 
     def arm_blockers(self, now: float) -> list[str]:
@@ -188,14 +227,30 @@ class ArmSupervisor:
                 out.append(why)
         return out
 
+    def on_attitude(self, quat_xyzw, now: float) -> None:
+        """Legs: the trunk's attitude (IMU); beyond max_tilt_deg the robot has fallen -> fallback."""
+        if self.cfg.max_tilt_deg is None or not is_finite(quat_xyzw):
+            return
+        tilt = tilt_deg(np.asarray(quat_xyzw, dtype=np.float64))
+        if self.mode == JointMode.ACTIVE and tilt > self.cfg.max_tilt_deg:
+            self._fall(now, self.fallback_mode, f"attitude: tilt {tilt:.0f} deg > {self.cfg.max_tilt_deg:.0f} deg")
+
     # ----- output -----
+    @property
+    def damping(self) -> bool:
+        """True when the command is damping only (zero stiffness): DAMP, or a legged robot's e-stop."""
+        return self.mode == JointMode.DAMP or (self.mode == JointMode.ESTOP and self.cfg.fallback == "damp")
+
     def step(self, now: float) -> np.ndarray | None:
-        """Joint targets to send now, or None before the arm's pose is known (nothing safe to send)."""
+        """Joint targets to send now, or None before the robot's pose is known (nothing safe to send).
+        While `damping`, the targets are the measured joints and only the damping gain acts."""
         self._watchdogs(now)
-        if self.mode == ArmMode.DISARMED and self.cfg.auto_arm and not self.arm_blockers(now):
+        if self.mode == JointMode.DISARMED and self.cfg.auto_arm and not self.arm_blockers(now):
             self.arm(now)
-        if self.mode == ArmMode.ACTIVE:
+        if self.mode == JointMode.ACTIVE:
             cmd = self._filter(self.action, now)
+        elif self.damping and self.q is not None:
+            cmd = self.q.copy()
         else:
             cmd = self.hold_pose
         if cmd is None:
@@ -230,33 +285,33 @@ class ArmSupervisor:
         self._watchdogs(now)
 
     def _watchdogs(self, now: float) -> None:
-        if self.mode != ArmMode.ACTIVE:
+        if self.mode != JointMode.ACTIVE:
             return
         if not self.state_in.fresh(now):
-            self._fall(now, ArmMode.HOLD, f"joint_states stale: {self.state_in.age(now) * 1e3:.0f} ms"
+            self._fall(now, self.fallback_mode, f"joint_states stale: {self.state_in.age(now) * 1e3:.0f} ms"
                        f" > {self.cfg.state_max_age_s * 1e3:.0f} ms")  # fmt: skip
         elif self.action_time is None or now - self.action_time > self.cfg.command_timeout_s:
             age = float("inf") if self.action_time is None else now - self.action_time
-            self._fall(now, ArmMode.HOLD, f"policy command stale: {age * 1e3:.0f} ms"
+            self._fall(now, self.fallback_mode, f"policy command stale: {age * 1e3:.0f} ms"
                        f" > {self.cfg.command_timeout_s * 1e3:.0f} ms")  # fmt: skip
 
     def _check_workspace(self, now: float) -> None:
-        if self.mode != ArmMode.ACTIVE or self.tcp_position is None:
+        if self.mode != JointMode.ACTIVE or self.tcp_position is None:
             return
         lim = self.cfg.limits
         why = outside_box(self.tcp_position(self.q[:7]), lim.workspace_low, lim.workspace_high, lim.workspace_margin_m)
         if why:
-            self._fall(now, ArmMode.HOLD, f"workspace: {why}")
+            self._fall(now, self.fallback_mode, f"workspace: {why}")
 
-    def _fall(self, now: float, mode: ArmMode, reason: str) -> str:
-        if self.mode != ArmMode.DISARMED and mode > self.mode:
+    def _fall(self, now: float, mode: JointMode, reason: str) -> str:
+        if self.mode != JointMode.DISARMED and mode > self.mode:
             self._set(now, mode, reason)
         else:
             self.note(now, "intervention", reason)
         return reason
 
-    def _set(self, now: float, mode: ArmMode, reason: str) -> None:
-        if mode in (ArmMode.HOLD, ArmMode.ESTOP) and self.mode in (ArmMode.DISARMED, ArmMode.ACTIVE):
+    def _set(self, now: float, mode: JointMode, reason: str) -> None:
+        if mode >= JointMode.HOLD and self.mode in (JointMode.DISARMED, JointMode.ACTIVE):
             # Hold the last target sent when it is close to the arm (no jump), else where the arm is.
             fresh = self.q is not None and self.state_in.fresh(now)
             if fresh and self.last_cmd is not None:
@@ -267,10 +322,10 @@ class ArmSupervisor:
             elif self.last_cmd is not None:
                 self.hold_pose = self.last_cmd.copy()
         self.mode, self.reason, self.mode_since = mode, reason, now
-        self.events.append(ArmEvent(now, mode.name, reason))
+        self.events.append(JointEvent(now, mode.name, reason))
 
     def note(self, now: float, kind: str, reason: str) -> str:
-        self.events.append(ArmEvent(now, kind, reason))
+        self.events.append(JointEvent(now, kind, reason))
         del self.events[:-1000]
         return reason
 
