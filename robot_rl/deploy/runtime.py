@@ -50,6 +50,16 @@ class PolicyRuntime:
         self.last_action = np.zeros(self.bundle.action_dim, dtype=np.float64)
         self.last_command = self.bundle.action.to_raw(self.last_action)
         self.integrals = {i.name: np.zeros(i.dim) for i in self.bundle.integrators}
+        # Inputs that are constants of the robot, not measurements: gravity's direction (the layout
+        # projects it into the body frame) and the default joint pose a legged policy acts around.
+        used = {k for t in self.bundle.observation for k in t.inputs}
+        self.constants: dict[str, np.ndarray] = {}
+        if "gravity_direction" in used:
+            self.constants["gravity_direction"] = np.array([0.0, 0.0, -1.0])
+        if "default_joint_position" in used and "default_joint_position" in self.bundle.extra:
+            self.constants["default_joint_position"] = np.asarray(
+                self.bundle.extra["default_joint_position"], dtype=np.float64
+            )
         self.arm: ArmController | None = None
         if self.bundle.action.mode in ARM_ACTION_MODES:
             try:  # load_bundle checked this already; a bundle built in memory has not been
@@ -69,7 +79,7 @@ class PolicyRuntime:
     def observation(self, raw: dict[str, np.ndarray], update: bool = False) -> np.ndarray:
         """The policy input. Inputs the caller provides (last_action, integrals) take precedence,
         so a simulator can replay exactly what its policy saw; update=True advances the integrators."""
-        raw = dict(raw)
+        raw = {**self.constants, **raw}
         raw.setdefault("last_action", self.last_action)
         if self.arm is not None and "joint_position" in raw and not {"ee_position", "ee_quaternion"} <= raw.keys():
             # an arm reports its joints; the TCP pose is FK of them, as in training

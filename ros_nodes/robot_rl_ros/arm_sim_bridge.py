@@ -11,31 +11,26 @@ the brakes: the arm holds where it is and ignores commands, latched. Lock-step o
 from __future__ import annotations
 
 import sys
-import time
 
 import numpy as np
+from builtin_interfaces.msg import Time
 from geometry_msgs.msg import PointStamped
-from rclpy.node import Node
-from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Empty
 
 from robot_rl_ros import qos
-from robot_rl_ros.msgs import arm_joint_state, s_to_stamp
+from robot_rl_ros.msgs import arm_joint_state
 from robot_rl_ros.params import declare
+from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase
 
 PARAMS = {
+    **BASE_PARAMS,
+    "step_timeout_s": 0.2,  # lock-step: generous, so a stalled policy process does not lose its step
     "target": [0.5, 0.0, 0.3],  # reach marker, m in the base frame
-    "lockstep": True,
-    "step_timeout_s": 0.05,  # lock-step: step anyway when no command came within this wall time
     "position_noise_rad": 0.0,
-    "seed": 0,
-    "randomize": False,
     "frame_id": "base",
     "command_topic": "forward_position_controller/commands",
-    "clock_offset_s": 1.0,
-    "start_after_subscribers": 0,  # lock-step: hold time until joint_states has this many readers
 }
 
 
@@ -46,7 +41,7 @@ def make_sim(seed: int, randomize: bool, target):
     return ArmSitl(seed=seed, randomize=randomize, target=target)
 
 
-class ArmSimBridge(Node):
+class ArmSimBridge(SimBridgeBase):
     def __init__(self, sim=None, **kwargs):
         super().__init__("arm_sim_bridge", **kwargs)
         p = declare(self, PARAMS)
@@ -56,24 +51,12 @@ class ArmSimBridge(Node):
         self.rng = np.random.default_rng(p["seed"])
         self.targets = self.sim.state()["position"].copy()  # the servos hold the start pose
         self.braked = False
-        self.joint_pub = self.create_publisher(JointState, "joint_states", qos.SENSOR)
+        self.state_pub = self.create_publisher(JointState, "joint_states", qos.SENSOR)
         self.target_pub = self.create_publisher(PointStamped, "target_position", qos.SENSOR)
-        self.clock_pub = self.create_publisher(Clock, "/clock", qos.CLOCK) if p["lockstep"] else None
         self.create_subscription(Float64MultiArray, p["command_topic"], self._on_cmd, qos.COMMAND)
         self.create_service(Empty, "emergency", self._on_emergency)
-        self.steps = 0
         self.commands = 0
-        self._last_step_wall = time.monotonic()
-        self.started = not p["lockstep"] or int(p["start_after_subscribers"]) <= 0
-        if self.started:
-            self._publish_state()
-        if p["lockstep"]:
-            self.create_timer(p["step_timeout_s"], self._on_lockstep_timeout)
-        else:
-            self.create_timer(self.sim.dt, self._step)
-
-    def sim_time(self) -> float:
-        return float(self.sim.time) + self.p["clock_offset_s"]
+        self.start_stepping(p, self.sim.dt)
 
     def _on_cmd(self, msg: Float64MultiArray) -> None:
         q = np.asarray(msg.data, dtype=np.float64)
@@ -85,8 +68,7 @@ class ArmSimBridge(Node):
         self.commands += 1
         if not self.braked:
             self.targets = q
-        if self.p["lockstep"] and self.started:
-            self._step()
+        self.after_command()
 
     def _on_emergency(self, request, response):
         if not self.braked:
@@ -95,34 +77,15 @@ class ArmSimBridge(Node):
             self.get_logger().warning("emergency stop: brakes engaged, commands ignored")
         return response
 
-    def _on_lockstep_timeout(self) -> None:
-        if not self.started:
-            if self.joint_pub.get_subscription_count() < int(self.p["start_after_subscribers"]):
-                return
-            self.started = True
-            self._publish_state()
-            return
-        if time.monotonic() - self._last_step_wall >= self.p["step_timeout_s"]:
-            self._step()
-
-    def _step(self) -> None:
+    def advance(self) -> None:
         self.sim.step(self.targets)
-        self.steps += 1
-        self._last_step_wall = time.monotonic()
-        self._publish_state()
 
-    def _publish_state(self) -> None:
-        now = self.sim_time()
-        if self.clock_pub is not None:
-            self.clock_pub.publish(Clock(clock=s_to_stamp(now)))
-            stamp = s_to_stamp(now)
-        else:
-            stamp = self.get_clock().now().to_msg()
+    def publish_state(self, stamp: Time) -> None:
         st = self.sim.state()
         q = st["position"]
         if self.p["position_noise_rad"] > 0:
             q = q + self.rng.normal(0.0, self.p["position_noise_rad"], q.shape)
-        self.joint_pub.publish(arm_joint_state(q, st["velocity"], stamp))
+        self.state_pub.publish(arm_joint_state(q, st["velocity"], stamp))
         target = PointStamped()
         target.header.stamp, target.header.frame_id = stamp, self.p["frame_id"]
         target.point.x, target.point.y, target.point.z = (float(x) for x in self.sim.target)

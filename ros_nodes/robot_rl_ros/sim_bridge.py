@@ -9,36 +9,28 @@ wall clock or lock-step on simulated time, publishing /clock for nodes with use_
 from __future__ import annotations
 
 import sys
-import time
 from collections import deque
 
 import numpy as np
+from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
-from rclpy.node import Node
-from rosgraph_msgs.msg import Clock
 from std_srvs.srv import Empty
 
 from robot_rl_ros import qos
 from robot_rl_ros.firmware import CommanderEmulator
-from robot_rl_ros.msgs import raw_to_odometry, s_to_stamp, twist_to_rpyt
+from robot_rl_ros.msgs import raw_to_odometry, twist_to_rpyt
 from robot_rl_ros.params import declare
+from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase
 
 PARAMS = {
+    **BASE_PARAMS,
     "initial_position": [0.0, 0.0, -1.0],  # z < 0: resting on the ground
-    "lockstep": True,
     "rate_hz": 100.0,  # the simulator's step is 0.01 s; this is how often it is stepped in wall mode
-    "step_timeout_s": 0.02,  # lock-step: step anyway when no command came within this wall time
     "latency_steps": 0,
     "position_noise_m": 0.0,
     "velocity_noise_mps": 0.0,
-    "seed": 0,
-    "randomize": False,
     "frame_id": "world",
-    "clock_offset_s": 1.0,  # ROS time 0 means 'unset' to some tools, so simulated time starts here
-    # Lock-step: hold time (publish nothing) until odom has this many subscribers, so a recorder
-    # or policy that is still being discovered misses no state.
-    "start_after_subscribers": 0,
 }
 
 
@@ -56,7 +48,7 @@ def rest_height() -> float:
     return float(REST_Z)
 
 
-class SimBridge(Node):
+class SimBridge(SimBridgeBase):
     def __init__(self, sim=None, **kwargs):
         super().__init__("sim_bridge", **kwargs)
         p = declare(self, PARAMS)
@@ -67,76 +59,39 @@ class SimBridge(Node):
         self.rng = np.random.default_rng(p["seed"])
         self.fw = CommanderEmulator()
         self.delay: deque = deque(maxlen=max(1, int(p["latency_steps"]) + 1))
-        self.odom_pub = self.create_publisher(Odometry, "odom", qos.SENSOR)
-        self.clock_pub = self.create_publisher(Clock, "/clock", qos.CLOCK) if p["lockstep"] else None
+        self.state_pub = self.odom_pub = self.create_publisher(Odometry, "odom", qos.SENSOR)
         self.create_subscription(Twist, "cmd_vel_legacy", self._on_cmd, qos.COMMAND)
         self.create_service(Empty, "emergency", self._on_emergency)
-        self.steps = 0
         self.commands = 0
         self.crash_reported = False
-        self._new_cmd = False
-        self._last_step_wall = time.monotonic()
-        self.started = not p["lockstep"] or int(p["start_after_subscribers"]) <= 0
-        if self.started:
-            self._publish_state()
-        if p["lockstep"]:
-            # Wall timer (the bridge is the clock source and never uses sim time itself).
-            self.create_timer(p["step_timeout_s"], self._on_lockstep_timeout)
-        else:
-            self.create_timer(1.0 / p["rate_hz"], self._step)
-
-    def sim_time(self) -> float:
-        return float(self.sim.time) + self.p["clock_offset_s"]
+        self.start_stepping(p, 1.0 / p["rate_hz"])
 
     def _on_cmd(self, msg: Twist) -> None:
         self.commands += 1
         self.fw.on_setpoint(twist_to_rpyt(msg), self.sim_time())
-        if self.p["lockstep"] and self.started:
-            self._step()  # lock-step: each command advances the world by one step
+        self.after_command()
 
     def _on_emergency(self, request, response):
         self.fw.emergency_stop()
         self.get_logger().warning("emergency stop: motors off and locked")
         return response
 
-    def _on_lockstep_timeout(self) -> None:
-        if not self.started:
-            if self.odom_pub.get_subscription_count() < int(self.p["start_after_subscribers"]):
-                return
-            self.started = True
-            self.get_logger().info(f"{self.odom_pub.get_subscription_count()} odom subscribers: time starts")
-            self._publish_state()
-            return
-        if time.monotonic() - self._last_step_wall >= self.p["step_timeout_s"]:
-            self._step()  # no command: time goes on, as it would for a real drone
-
-    def _step(self) -> None:
+    def advance(self) -> None:
         self.sim.step(self.fw.output(self.sim_time()))
-        self.steps += 1
-        self._last_step_wall = time.monotonic()
         if self.sim.crashed and not self.crash_reported:
             self.crash_reported = True
             self.get_logger().error(f"simulated crash at t={self.sim.time:.2f} s")
-        self._publish_state()
 
-    def _publish_state(self) -> None:
-        now = self.sim_time()
-        if self.clock_pub is not None:
-            self.clock_pub.publish(Clock(clock=s_to_stamp(now)))
-            stamp_t = now
-        else:
-            stamp_t = self.get_clock().now().nanoseconds * 1e-9
+    def publish_state(self, stamp: Time) -> None:
         raw = {k: np.asarray(v, dtype=np.float64).copy() for k, v in self.sim.state().items()}
         if self.p["position_noise_m"] > 0:
             raw["position"] += self.rng.normal(0.0, self.p["position_noise_m"], 3)
         if self.p["velocity_noise_mps"] > 0:
             raw["velocity"] += self.rng.normal(0.0, self.p["velocity_noise_mps"], 3)
-        self.delay.append((stamp_t, raw))
+        self.delay.append((stamp, raw))
         if len(self.delay) == self.delay.maxlen:
             t, r = self.delay[0]  # the sample measured latency_steps ago, with its own stamp
-            self.odom_pub.publish(
-                raw_to_odometry(r, s_to_stamp(t), self.p["frame_id"], self.get_namespace().strip("/"))
-            )
+            self.odom_pub.publish(raw_to_odometry(r, t, self.p["frame_id"], self.get_namespace().strip("/")))
 
 
 def main(args: list[str] | None = None) -> int:

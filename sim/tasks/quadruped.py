@@ -480,7 +480,17 @@ class QuadrupedVelocity:
     def apply_actions(self, actions: torch.Tensor) -> None:
         self.prev_action = self.action
         self.action = actions.to(torch.float64)
-        target = self.joint_targets(self.action)
+        self.apply_joint_targets(self.joint_targets(self.action))
+
+    def set_joint_gains(self, kp: torch.Tensor, kd: torch.Tensor) -> None:
+        """Per-joint servo gains (n, 12), scaled by the motors' strength: what a Go1's low-level command
+        sets with each target (kp = 0 with kd > 0 is its damping mode)."""
+        self.gainprm[:, :, 0] = (kp * self.strength).to(self.gainprm.dtype)
+        self.biasprm[:, :, 1] = -(kp * self.strength).to(self.biasprm.dtype)
+        self.biasprm[:, :, 2] = -(kd * self.strength).to(self.biasprm.dtype)
+
+    def apply_joint_targets(self, target: torch.Tensor) -> None:
+        """One control period of the motors' PD loops toward joint targets (n, 12)."""
         b = self.backend
         self.last_qvel = b.qvel[:, 6:].clone()
         for k in range(self.substeps):

@@ -1,0 +1,90 @@
+"""What every simulator bridge shares: lock-step or wall-clock stepping, /clock, and holding time
+until the state topic has its readers.
+
+Lock-step: each command advances the simulation by one step; when no command comes within
+step_timeout_s of wall time the bridge steps anyway (as time goes on for a real robot), and it
+publishes /clock so nodes with use_sim_time run on simulated time. Wall clock: a timer steps at
+the simulator's rate. A subclass sets `self.sim` (with `.time`) and `self.state_pub` before calling
+`start_stepping`, and implements `advance()` (one step with the current command) and
+`publish_state(stamp_s)`.
+"""
+
+from __future__ import annotations
+
+import time
+
+from builtin_interfaces.msg import Time
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
+
+from robot_rl_ros import qos
+from robot_rl_ros.msgs import s_to_stamp
+
+BASE_PARAMS = {
+    "lockstep": True,
+    "step_timeout_s": 0.02,  # lock-step: step anyway when no command came within this wall time
+    "seed": 0,
+    "randomize": False,
+    "clock_offset_s": 1.0,  # ROS time 0 means 'unset' to some tools, so simulated time starts here
+    # Lock-step: hold time (publish nothing) until the state topic has this many subscribers, so a
+    # recorder or policy that is still being discovered misses no state.
+    "start_after_subscribers": 0,
+}
+
+
+class SimBridgeBase(Node):
+    def start_stepping(self, p: dict, wall_period_s: float) -> None:
+        self.lockstep = bool(p["lockstep"])
+        self.step_timeout_s = float(p["step_timeout_s"])
+        self.clock_offset_s = float(p["clock_offset_s"])
+        self.start_after = int(p["start_after_subscribers"])
+        self.clock_pub = self.create_publisher(Clock, "/clock", qos.CLOCK) if self.lockstep else None
+        self.steps = 0
+        self._last_step_wall = time.monotonic()
+        self.started = not self.lockstep or self.start_after <= 0
+        if self.started:
+            self._publish()
+        if self.lockstep:
+            # Wall timer (the bridge is the clock source and never uses sim time itself).
+            self.create_timer(self.step_timeout_s, self._on_lockstep_timeout)
+        else:
+            self.create_timer(wall_period_s, self.step)
+
+    def advance(self) -> None:
+        raise NotImplementedError
+
+    def publish_state(self, stamp: Time) -> None:
+        raise NotImplementedError
+
+    def sim_time(self) -> float:
+        return float(self.sim.time) + self.clock_offset_s
+
+    def after_command(self) -> None:
+        """Call when a command arrived: in lock-step it advances the world by one step."""
+        if self.lockstep and self.started:
+            self.step()
+
+    def step(self) -> None:
+        self.advance()
+        self.steps += 1
+        self._last_step_wall = time.monotonic()
+        self._publish()
+
+    def _on_lockstep_timeout(self) -> None:
+        if not self.started:
+            if self.state_pub.get_subscription_count() < self.start_after:
+                return
+            self.started = True
+            self.get_logger().info(f"{self.state_pub.get_subscription_count()} state subscribers: time starts")
+            self._publish()
+            return
+        if time.monotonic() - self._last_step_wall >= self.step_timeout_s:
+            self.step()  # no command: time goes on, as it would for a real robot
+
+    def _publish(self) -> None:
+        if self.clock_pub is not None:
+            now = self.sim_time()
+            self.clock_pub.publish(Clock(clock=s_to_stamp(now)))
+            self.publish_state(s_to_stamp(now))
+        else:
+            self.publish_state(self.get_clock().now().to_msg())

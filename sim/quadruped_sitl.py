@@ -1,0 +1,68 @@
+"""One simulated Go1-like quadruped driven by low-level motor commands: the plant for legged SITL.
+
+The same task physics as training (PD motors at 200 Hz, command latency, optional DR), stepped one
+50 Hz control period per call with what a Go1's low-level command carries per joint: a position
+target and the PD gains (kp = 0 with kd > 0 is its damping mode).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from sim.env import BatchedEnv, EnvConfig
+from sim.observation_layout import quat_xyzw_to_rotmat, to_body
+from sim.tasks.quadruped import JOINT_NAMES, QuadrupedVelocity
+
+__all__ = ["JOINT_NAMES", "QuadrupedSitl"]
+
+
+class QuadrupedSitl:
+    def __init__(self, seed: int = 0, randomize: bool = False):
+        cfg = EnvConfig(
+            num_worlds=1, seed=seed, nthread=1, episode_length_s=1e9,
+            randomization="train" if randomize else "none",
+            obs_noise=False, action_latency=randomize, pushes=False,
+        )  # fmt: skip
+        self.env = BatchedEnv(QuadrupedVelocity(terrain="flat", command_resample_s=0.0), cfg)
+        self.task = self.env.task
+        self.dt = self.task.control_dt
+        self.time = 0.0
+
+    def reset(self) -> None:
+        """Standing in the default pose at the origin, facing +x, at rest."""
+        self.env._reset_worlds(torch.tensor([0]))
+        b = self.env.backend
+        b.qpos[0, 0:2] = 0.0
+        b.qpos[0, 3:7] = torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64)
+        b.qvel[0] = 0.0
+        b.forward(torch.tensor([0]))
+        self.time = 0.0
+
+    def step(self, q_des: np.ndarray, kp: np.ndarray, kd: np.ndarray) -> None:
+        cmd = [torch.as_tensor(np.asarray(x, dtype=np.float64)).reshape(1, 12) for x in (q_des, kp, kd)]
+        if not all(torch.all(torch.isfinite(c)) for c in cmd):
+            raise ValueError("SITL motor command is not finite")
+        self.task.set_joint_gains(cmd[1], cmd[2])
+        self.task.apply_joint_targets(cmd[0])
+        self.time += self.dt
+
+    def state(self) -> dict[str, np.ndarray]:
+        """What a Go1 reports: joints, IMU (attitude xyzw, body rates), and a state estimator's body-frame
+        velocity; plus the trunk position and whether it touched the ground (for tests)."""
+        b = self.env.backend
+        q = b.qpos[:1, 3:7]
+        quat = torch.cat([q[:, 1:4], q[:, 0:1]], dim=1)
+        rot = quat_xyzw_to_rotmat(quat)
+        return {
+            "joint_position": b.qpos[0, 7:].numpy().copy(),
+            "joint_velocity": b.qvel[0, 6:].numpy().copy(),
+            "quaternion": quat[0].numpy().copy(),
+            "angular_velocity": b.qvel[0, 3:6].numpy().copy(),
+            "base_linear_velocity": to_body(b.qvel[:1, 0:3], rot)[0].numpy().copy(),
+            "position": b.qpos[0, 0:3].numpy().copy(),
+        }
+
+    @property
+    def fell(self) -> bool:
+        return bool(self.task.fell[0])
