@@ -12,6 +12,8 @@ EXECUTABLES = {
     "sim_bridge": "sim_bridge",
     "arm_safety_node": "arm_safety_node",
     "arm_sim_bridge": "arm_sim_bridge",
+    "leg_safety_node": "leg_safety_node",
+    "quadruped_sim_bridge": "quadruped_sim_bridge",
     "recorder": "recorder",
     "deploy_check": "deploy_check",
 }

@@ -60,3 +60,9 @@ def trained_bundle(tmp_path_factory) -> Path:
 def trained_arm_bundle(tmp_path_factory) -> Path:
     """The committed arm reach policy (tests/data/arm_reach_ppo)."""
     return _export_committed("arm_reach_ppo", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def trained_quadruped_bundle(tmp_path_factory) -> Path:
+    """The committed flat-ground quadruped policy (tests/data/quadruped_velocity_ppo)."""
+    return _export_committed("quadruped_velocity_ppo", tmp_path_factory)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import PointStamped, Twist
+from geometry_msgs.msg import PointStamped, Twist, TwistStamped
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Imu, JointState
 
@@ -78,18 +78,7 @@ ARM_JOINT_NAMES = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_join
 
 
 def arm_joint_arrays(msg: JointState) -> tuple[np.ndarray, np.ndarray]:
-    """Positions and velocities of the 9 arm joints in ARM_JOINT_NAMES order (the broadcaster's order
-    is not guaranteed). Raises ValueError naming a missing joint."""
-    index = {n: i for i, n in enumerate(msg.name)}
-    missing = [n for n in ARM_JOINT_NAMES if n not in index]
-    if missing:
-        raise ValueError(f"joint_states lacks {missing}")
-    order = [index[n] for n in ARM_JOINT_NAMES]
-    pos = np.asarray(msg.position, dtype=np.float64)
-    vel = np.asarray(msg.velocity, dtype=np.float64) if len(msg.velocity) else np.zeros(len(msg.name))
-    if pos.size != len(msg.name) or vel.size != len(msg.name):
-        raise ValueError(f"joint_states has {len(msg.name)} names, {pos.size} positions, {vel.size} velocities")
-    return pos[order], vel[order]
+    return joint_arrays(msg, ARM_JOINT_NAMES)
 
 
 def _arm_joints(msg: JointState) -> dict[str, np.ndarray]:
@@ -98,11 +87,50 @@ def _arm_joints(msg: JointState) -> dict[str, np.ndarray]:
 
 
 def arm_joint_state(position, velocity, stamp: Time) -> JointState:
-    msg = JointState(name=list(ARM_JOINT_NAMES))
+    return joint_state(ARM_JOINT_NAMES, position, velocity, stamp)
+
+
+# A Go1's joints as its ROS 2 driver names them (FR, FL, RR, RL; hip, thigh, calf): the policy's order.
+LEG_JOINT_NAMES = [f"{leg}_{part}_joint" for leg in ("FR", "FL", "RR", "RL") for part in ("hip", "thigh", "calf")]
+
+
+def joint_arrays(msg: JointState, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and velocities of the named joints in that order (a broadcaster's order is not
+    guaranteed). Raises ValueError naming a missing joint."""
+    index = {n: i for i, n in enumerate(msg.name)}
+    missing = [n for n in names if n not in index]
+    if missing:
+        raise ValueError(f"joint_states lacks {missing}")
+    order = [index[n] for n in names]
+    pos = np.asarray(msg.position, dtype=np.float64)
+    vel = np.asarray(msg.velocity, dtype=np.float64) if len(msg.velocity) else np.zeros(len(msg.name))
+    if pos.size != len(msg.name) or vel.size != len(msg.name):
+        raise ValueError(f"joint_states has {len(msg.name)} names, {pos.size} positions, {vel.size} velocities")
+    return pos[order], vel[order]
+
+
+def joint_state(names: list[str], position, velocity, stamp: Time) -> JointState:
+    msg = JointState(name=list(names))
     msg.header.stamp = stamp
     msg.position = [float(x) for x in position]
     msg.velocity = [float(x) for x in velocity]
     return msg
+
+
+def _leg_joints(msg: JointState) -> dict[str, np.ndarray]:
+    pos, vel = joint_arrays(msg, LEG_JOINT_NAMES)
+    return {"joint_position": pos, "joint_velocity": vel}
+
+
+def _body_velocity(msg: Odometry) -> dict[str, np.ndarray]:
+    """A legged robot's state estimator: REP 105 odometry, whose twist is in the body (child) frame."""
+    v = msg.twist.twist.linear
+    return {"base_linear_velocity": np.array([v.x, v.y, v.z])}
+
+
+def _velocity_command(msg: TwistStamped) -> dict[str, np.ndarray]:
+    t = msg.twist
+    return {"command": np.array([t.linear.x, t.linear.y, t.angular.z])}
 
 
 def _imu(msg: Imu) -> dict[str, np.ndarray]:
@@ -122,6 +150,9 @@ ADAPTERS: dict[str, tuple[type, tuple[str, ...] | None, Callable[[str], Callable
     "joint_state": (JointState, ("joint_pos", "joint_vel"), lambda key: _joint_state),
     "imu": (Imu, ("quaternion", "angular_velocity"), lambda key: _imu),
     "arm_joints": (JointState, ("joint_position", "joint_velocity", "gripper_width"), lambda key: _arm_joints),
+    "leg_joints": (JointState, ("joint_position", "joint_velocity"), lambda key: _leg_joints),
+    "body_velocity": (Odometry, ("base_linear_velocity",), lambda key: _body_velocity),
+    "velocity_command": (TwistStamped, ("command",), lambda key: _velocity_command),
 }
 
 

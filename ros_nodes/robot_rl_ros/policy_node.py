@@ -25,6 +25,7 @@ PARAMS = {
     "bundle": "",
     "inputs": ["odom:odometry", "goal:point"],
     "goal": [0.0, 0.0, 1.0],  # used until a goal message arrives (raw key 'goal')
+    "command": [0.0, 0.0, 0.0],  # a legged robot's velocity command until one arrives: stand
     "state_max_age_s": 0.2,
     "diagnostics_period_s": 1.0,
     # '' : act on a timer at the bundle's rate (a robot). An input topic: act on each accepted message
@@ -34,24 +35,28 @@ PARAMS = {
 }
 
 
+# Operator setpoints (a goal, a velocity command): valid from their parameter on, not watched for staleness.
+SETPOINTS = {"goal", "command"}
+
+
 class PolicyNode(Node):
     def __init__(self, **kwargs):
         super().__init__("policy", **kwargs)
         p = declare(self, PARAMS)
         self.bundle = load_bundle(p["bundle"])  # BundleError names the problem in one line
         self.runtime = PolicyRuntime(self.bundle)
-        self.raw: dict[str, np.ndarray] = {"goal": np.asarray(p["goal"], dtype=np.float64)}
+        self.raw: dict[str, np.ndarray] = {k: np.asarray(p[k], dtype=np.float64) for k in SETPOINTS}
         self.monitors: dict[str, InputMonitor] = {}
         # the runtime itself keeps the last action and the bundle's integral terms
-        provided = {"last_action", "goal"} | {i.name for i in self.bundle.integrators}
+        provided = {"last_action", *SETPOINTS, *self.runtime.constants} | {i.name for i in self.bundle.integrators}
         if self.runtime.arm is not None:
             provided |= {"ee_position", "ee_quaternion"}  # FK of the reported joints (the bundle's IK)
         for spec in p["inputs"]:
             topic, kind, keys = parse_input_spec(spec)
             msg_type, _, factory = ADAPTERS[kind]
             mon = InputMonitor(topic, p["state_max_age_s"])
-            # A constant goal from the parameter is always valid; goal messages only refresh it.
-            if "goal" not in keys:
+            # A setpoint from its parameter is always valid; setpoint messages only refresh it.
+            if not SETPOINTS & set(keys):
                 self.monitors[topic] = mon
             trigger = topic == p["act_on"]
             self.create_subscription(msg_type, topic, self._make_cb(mon, factory(keys[0]), trigger), qos.SENSOR)

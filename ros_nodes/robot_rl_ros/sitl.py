@@ -103,6 +103,22 @@ class SitlGraph:
         self.start("policy", "policy_node", {"bundle": str(bundle_dir), "inputs": inputs, **act_on, **(policy or {})})
         self.start("safety", "arm_safety_node", {"bundle": str(bundle_dir), **(safety or {})})
 
+    def start_walk(
+        self,
+        bundle_dir: str,
+        command,
+        sim: dict | None = None,
+        policy: dict | None = None,
+        safety: dict | None = None,
+    ) -> None:
+        """The quadruped: sim bridge (Go1 driver topics), policy node (velocity command), leg safety."""
+        self.start("sim_bridge", "quadruped_sim_bridge", {"lockstep": self.lockstep, **(sim or {})})
+        inputs = ["joint_states:leg_joints", "imu:imu", "odom:body_velocity"]
+        act_on = {"act_on": "joint_states"} if self.lockstep else {}
+        params = {"bundle": str(bundle_dir), "inputs": inputs, "command": list(command), **act_on, **(policy or {})}
+        self.start("policy", "policy_node", params)
+        self.start("safety", "leg_safety_node", {"bundle": str(bundle_dir), **(safety or {})})
+
     def stop(self, name: str, sig: int = signal.SIGINT, timeout: float = 5.0) -> None:
         proc = self.procs.get(name)
         if proc is None or proc.poll() is not None:
@@ -133,7 +149,8 @@ class Observer:
 
     def __init__(self, namespace: str, domain_id: int, use_sim_time: bool, robot: str = "crazyflie"):
         """robot 'crazyflie': states are positions from odom, commands rpyt from cmd_vel_legacy;
-        'arm': states are the 9 joint positions from joint_states, commands the joint targets."""
+        'arm': states are the 9 joint positions from joint_states, commands the joint targets;
+        'quadruped': states are [x, y, z, vx, vy (body), yaw rate] from odom, commands the 36 motor fields."""
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import Twist
@@ -186,7 +203,16 @@ class Observer:
         def on_joint_cmd(m):
             self.commands.append((self.now(), time.monotonic(), np.asarray(m.data, dtype=np.float64)))
 
-        if robot == "arm":
+        def on_body(m):
+            p, v = m.pose.pose.position, m.twist.twist.linear
+            self.states.append(
+                (stamp_to_s(m.header.stamp), np.array([p.x, p.y, p.z, v.x, v.y, m.twist.twist.angular.z]))
+            )
+
+        if robot == "quadruped":
+            self.node.create_subscription(Odometry, "odom", on_body, qos.SENSOR)
+            self.node.create_subscription(Float64MultiArray, "joint_commands", on_joint_cmd, qos.COMMAND)
+        elif robot == "arm":
             self.node.create_subscription(JointState, "joint_states", on_joints, qos.SENSOR)
             cmd_topic = "forward_position_controller/commands"
             self.node.create_subscription(Float64MultiArray, cmd_topic, on_joint_cmd, qos.COMMAND)
@@ -323,6 +349,61 @@ def reach(
         "final_error_m": float(err[-1]),
         "hold_max_error_m": float(hold.max()),
         "first_within_2cm_s": float(t[np.argmax(err < 0.02)] - t[0]) if np.any(err < 0.02) else None,
+        "commands": len(obs.commands),
+        "max_command_gap_s": float(gaps.max()),
+        "commands_nonfinite": int(sum(not np.all(np.isfinite(c[2])) for c in obs.commands)),
+        "mode": obs.safety.get("mode", "unknown"),
+        "reason": obs.safety.get("reason", ""),
+        "interventions": obs.safety_events,
+        "counters": {k: v for k, v in obs.safety.items() if not k.startswith("event.")},
+    }
+
+
+def walk(
+    bundle_dir: str,
+    command=(0.5, 0.0, 0.0),
+    seconds: float = 8.0,
+    lockstep: bool = True,
+    settle_s: float = 2.0,
+    namespace: str = "go1",
+    safety: dict | None = None,
+    wall_timeout_s: float | None = None,
+) -> dict:
+    """Walk a quadruped bundle in SITL at a constant velocity command; returns the tracking errors
+    after settle_s (body-frame velocity from the state estimator), commands seen and interventions."""
+    command = np.asarray(command, dtype=np.float64)
+    with SitlGraph(namespace, lockstep=lockstep) as graph:
+        obs = Observer(namespace, graph.domain_id, use_sim_time=lockstep, robot="quadruped")
+        try:
+            graph.start_walk(bundle_dir, command, safety=safety)
+            t0: list[float] = []
+
+            def done() -> bool:
+                if not obs.states:
+                    return False
+                if not t0:
+                    t0.append(obs.states[0][0])
+                return obs.states[-1][0] - t0[0] >= seconds
+
+            finished = obs.spin_until(done, wall_timeout_s or (20.0 + seconds * (5.0 if lockstep else 1.5)))
+            obs.spin_until(lambda: False, 0.3)
+        finally:
+            obs.close()
+            graph.close()
+    if not obs.states:
+        raise RuntimeError(f"no odometry received in SITL (domain {graph.domain_id}); logs in {graph.log_dir}")
+    t = np.array([s[0] for s in obs.states])
+    x = np.array([s[1] for s in obs.states])
+    after = t >= t[0] + settle_s
+    cmd_t = np.array([c[0] for c in obs.commands if c[0] >= t[0]])
+    gaps = np.diff(cmd_t) if cmd_t.size > 1 else np.array([np.inf])
+    return {
+        "finished": finished,
+        "sim_seconds": float(t[-1] - t[0]),
+        "lin_vel_error": float(np.mean(np.linalg.norm(x[after, 3:5] - command[:2], axis=1))),
+        "yaw_rate_error": float(np.mean(np.abs(x[after, 5] - command[2]))),
+        "min_trunk_height_m": float(x[:, 2].min()),
+        "distance_m": float(np.linalg.norm(x[-1, :2] - x[0, :2])),
         "commands": len(obs.commands),
         "max_command_gap_s": float(gaps.max()),
         "commands_nonfinite": int(sum(not np.all(np.isfinite(c[2])) for c in obs.commands)),

@@ -20,6 +20,8 @@ EXEC_MODULES = {
     "sim_bridge": "robot_rl_ros.sim_bridge",
     "arm_safety_node": "robot_rl_ros.arm_safety_node",
     "arm_sim_bridge": "robot_rl_ros.arm_sim_bridge",
+    "leg_safety_node": "robot_rl_ros.leg_safety_node",
+    "quadruped_sim_bridge": "robot_rl_ros.quadruped_sim_bridge",
     "recorder": "robot_rl_ros.recorder",
 }
 ALWAYS_DECLARED = {"use_sim_time"}  # rclpy declares it on every node
@@ -79,7 +81,12 @@ def param_names(node: ET.Element) -> set[str]:
 
 def test_launch_files_exist():
     names = {f.name for f in (PKG / "launch").glob("*.launch.xml")}
-    assert {"crazyflie.launch.xml", "sitl.launch.xml", "arm.launch.xml", "arm_sitl.launch.xml"} <= names
+    robots = ("crazyflie", "arm", "quadruped")
+    assert {f"{r}.launch.xml" for r in robots} | {
+        "sitl.launch.xml",
+        "arm_sitl.launch.xml",
+        "quadruped_sitl.launch.xml",
+    } <= names
 
 
 def test_every_executable_is_installed(installed):
@@ -92,7 +99,14 @@ def test_every_executable_is_installed(installed):
         assert exe.is_file(), f"{fname}: executable {node.get('exec')} not in lib/robot_rl_ros"
         assert (share / "launch" / fname).is_file()
     configs = {p.name for p in (share / "config").glob("*.yaml")}
-    assert configs >= {"crazyflie.yaml", "sitl.yaml", "arm.yaml", "arm_sitl.yaml"}
+    assert configs >= {
+        "crazyflie.yaml",
+        "sitl.yaml",
+        "arm.yaml",
+        "arm_sitl.yaml",
+        "quadruped.yaml",
+        "quadruped_sitl.yaml",
+    }
 
 
 def test_every_launch_parameter_is_declared():

@@ -1,0 +1,116 @@
+"""Quadruped simulator bridge: the MuJoCo Go1-like robot behind a Go1 driver's topics.
+
+Publishes `joint_states` (sensor_msgs/JointState, LEG_JOINT_NAMES), `imu` (sensor_msgs/Imu: attitude
+and body rates) and `odom` (nav_msgs/Odometry as a state estimator reports it: world pose, body-frame
+twist per REP 105). Takes `joint_commands` (Float64MultiArray of 36: 12 position targets in rad, then
+12 kp, then 12 kd, the per-motor fields of a Go1 low-level command) and, like the motor drivers,
+keeps applying the last one. `emergency` (std_srvs/Empty) switches to damping, latched.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from nav_msgs.msg import Odometry
+from sensor_msgs.msg import Imu, JointState
+from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import Empty
+
+from robot_rl_ros import qos
+from robot_rl_ros.msgs import LEG_JOINT_NAMES, joint_state
+from robot_rl_ros.params import declare
+from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase
+
+PARAMS = {
+    **BASE_PARAMS,
+    "step_timeout_s": 0.2,  # lock-step: generous, so a stalled policy process does not lose its step
+    "stand_kp": 30.0,  # the servos hold the start pose with these gains until a command arrives
+    "stand_kd": 0.75,
+    "damping_kd": 2.0,  # emergency damping, N m s / rad
+    "frame_id": "odom",
+    "command_topic": "joint_commands",
+}
+
+
+def make_sim(seed: int, randomize: bool):
+    """The simulator is imported here only: sim bridges are the nodes allowed to use `sim`."""
+    from sim.quadruped_sitl import QuadrupedSitl
+
+    return QuadrupedSitl(seed=seed, randomize=randomize)
+
+
+class QuadrupedSimBridge(SimBridgeBase):
+    def __init__(self, sim=None, **kwargs):
+        super().__init__("quadruped_sim_bridge", **kwargs)
+        p = declare(self, PARAMS)
+        self.p = p
+        self.sim = sim if sim is not None else make_sim(p["seed"], p["randomize"])
+        self.sim.reset()
+        q0 = self.sim.state()["joint_position"]
+        self.cmd = (q0.copy(), np.full(12, p["stand_kp"]), np.full(12, p["stand_kd"]))
+        self.damped = False
+        self.state_pub = self.create_publisher(JointState, "joint_states", qos.SENSOR)
+        self.imu_pub = self.create_publisher(Imu, "imu", qos.SENSOR)
+        self.odom_pub = self.create_publisher(Odometry, "odom", qos.SENSOR)
+        self.create_subscription(Float64MultiArray, p["command_topic"], self._on_cmd, qos.COMMAND)
+        self.create_service(Empty, "emergency", self._on_emergency)
+        self.commands = 0
+        self.fall_reported = False
+        self.start_stepping(p, self.sim.dt)
+
+    def _on_cmd(self, msg: Float64MultiArray) -> None:
+        c = np.asarray(msg.data, dtype=np.float64)
+        if c.shape != (36,) or not np.all(np.isfinite(c)) or np.any(c[12:] < 0):
+            self.get_logger().error(f"rejected command of {c.size} values", throttle_duration_sec=1.0)
+            return
+        self.commands += 1
+        if not self.damped:
+            self.cmd = (c[:12], c[12:24], c[24:36])
+        self.after_command()
+
+    def _on_emergency(self, request, response):
+        if not self.damped:
+            self.damped = True
+            self.cmd = (self.cmd[0], np.zeros(12), np.full(12, self.p["damping_kd"]))
+            self.get_logger().warning("emergency stop: damping mode, commands ignored")
+        return response
+
+    def advance(self) -> None:
+        q, kp, kd = self.cmd
+        if self.damped:
+            q = self.sim.state()["joint_position"]
+        self.sim.step(q, kp, kd)
+        if self.sim.fell and not self.fall_reported:
+            self.fall_reported = True
+            self.get_logger().warning(f"trunk on the ground at t={self.sim.time:.2f} s")
+
+    def publish_state(self, stamp: Time) -> None:
+        st = self.sim.state()
+        self.state_pub.publish(joint_state(LEG_JOINT_NAMES, st["joint_position"], st["joint_velocity"], stamp))
+        imu = Imu()
+        imu.header.stamp, imu.header.frame_id = stamp, "trunk"
+        o, w = imu.orientation, imu.angular_velocity
+        o.x, o.y, o.z, o.w = (float(x) for x in st["quaternion"])
+        w.x, w.y, w.z = (float(x) for x in st["angular_velocity"])
+        self.imu_pub.publish(imu)
+        odom = Odometry()
+        odom.header.stamp, odom.header.frame_id, odom.child_frame_id = stamp, self.p["frame_id"], "trunk"
+        pp, po = odom.pose.pose.position, odom.pose.pose.orientation
+        pp.x, pp.y, pp.z = (float(x) for x in st["position"])
+        po.x, po.y, po.z, po.w = o.x, o.y, o.z, o.w
+        v = odom.twist.twist.linear
+        v.x, v.y, v.z = (float(x) for x in st["base_linear_velocity"])
+        odom.twist.twist.angular = w
+        self.odom_pub.publish(odom)
+
+
+def main(args: list[str] | None = None) -> int:
+    from robot_rl_ros.spin import run_node
+
+    return run_node(QuadrupedSimBridge, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
