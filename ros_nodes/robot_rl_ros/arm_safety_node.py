@@ -17,7 +17,7 @@ from std_msgs.msg import Float64MultiArray
 from robot_rl.deploy.arm_ik import IKSpec, forward_kinematics
 from robot_rl_ros import qos
 from robot_rl_ros.joint_supervisor import JointSupervisor, JointSupervisorConfig, arm_limits
-from robot_rl_ros.msgs import arm_joint_arrays, stamp_to_s
+from robot_rl_ros.msgs import ARM_JOINT_NAMES
 from robot_rl_ros.params import declare
 from robot_rl_ros.prearm import RobotSpec, check_bundle
 from robot_rl_ros.safety_base import SafetyNodeBase
@@ -68,24 +68,12 @@ class ArmSafetyNode(SafetyNodeBase):
         self.sup = JointSupervisor(cfg, problems, tcp)
         for prob in problems:
             self.get_logger().error(f"pre-arm: {prob}")
+        self.joint_names = ARM_JOINT_NAMES
         self.cmd_pub = self.create_publisher(Float64MultiArray, p["command_topic"], qos.COMMAND)
         self.create_subscription(JointState, "joint_states", self._on_joints, qos.SENSOR)
         self.create_subscription(Float64MultiArray, "policy/action", self._on_action, qos.COMMAND)
         self._setup_common(p["estop_topic"], p["watchdog_rate_hz"], p["event_gap_s"], p["diagnostics_period_s"],
                            "arm_safety")  # fmt: skip
-
-    def _on_joints(self, msg: JointState) -> None:
-        try:
-            q, _ = arm_joint_arrays(msg)
-        except ValueError as e:
-            self.sup.note(self.now(), "input", f"joint_states: {e}")
-            return
-        self.sup.on_state(q, stamp_to_s(msg.header.stamp), self.now())
-        self._after_input()
-
-    def _on_action(self, msg: Float64MultiArray) -> None:
-        self.sup.on_action(np.asarray(msg.data, dtype=np.float64), self.now())
-        self._send()
 
     def _send(self) -> None:
         now = self.now()

@@ -18,7 +18,7 @@ from std_msgs.msg import Float64MultiArray
 
 from robot_rl_ros import qos
 from robot_rl_ros.joint_supervisor import JointSupervisor, JointSupervisorConfig, go1_limits
-from robot_rl_ros.msgs import LEG_JOINT_NAMES, joint_arrays, stamp_to_s
+from robot_rl_ros.msgs import LEG_JOINT_NAMES
 from robot_rl_ros.params import declare
 from robot_rl_ros.prearm import RobotSpec, check_bundle
 from robot_rl_ros.safety_base import SafetyNodeBase
@@ -70,6 +70,7 @@ class LegSafetyNode(SafetyNodeBase):
         self.sup = JointSupervisor(cfg, problems)
         for prob in problems:
             self.get_logger().error(f"pre-arm: {prob}")
+        self.joint_names = LEG_JOINT_NAMES
         self.cmd_pub = self.create_publisher(Float64MultiArray, p["command_topic"], qos.COMMAND)
         self.create_subscription(JointState, "joint_states", self._on_joints, qos.SENSOR)
         self.create_subscription(Imu, "imu", self._on_imu, qos.SENSOR)
@@ -77,23 +78,10 @@ class LegSafetyNode(SafetyNodeBase):
         self._setup_common(p["estop_topic"], p["watchdog_rate_hz"], p["event_gap_s"], p["diagnostics_period_s"],
                            "leg_safety")  # fmt: skip
 
-    def _on_joints(self, msg: JointState) -> None:
-        try:
-            q, _ = joint_arrays(msg, LEG_JOINT_NAMES)
-        except ValueError as e:
-            self.sup.note(self.now(), "input", f"joint_states: {e}")
-            return
-        self.sup.on_state(q, stamp_to_s(msg.header.stamp), self.now())
-        self._after_input()
-
     def _on_imu(self, msg: Imu) -> None:
         o = msg.orientation
         self.sup.on_attitude([o.x, o.y, o.z, o.w], self.now())
         self._after_input()
-
-    def _on_action(self, msg: Float64MultiArray) -> None:
-        self.sup.on_action(np.asarray(msg.data, dtype=np.float64), self.now())
-        self._send()
 
     def _send(self) -> None:
         now = self.now()

@@ -7,12 +7,15 @@ arm, check) and implements `_send()`, which asks the supervisor for a command an
 
 from __future__ import annotations
 
+import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
-from std_msgs.msg import Bool, String
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, Float64MultiArray, String
 from std_srvs.srv import Empty, Trigger
 
 from robot_rl_ros import qos
+from robot_rl_ros.msgs import joint_arrays, stamp_to_s
 
 
 class SafetyNodeBase(Node):
@@ -39,6 +42,20 @@ class SafetyNodeBase(Node):
 
     def _send(self) -> None:
         raise NotImplementedError
+
+    def _on_action(self, msg: Float64MultiArray) -> None:
+        self.sup.on_action(np.asarray(msg.data, dtype=np.float64), self.now())
+        self._send()  # forward at once: the policy's rate is the command rate
+
+    def _on_joints(self, msg: JointState) -> None:
+        """Joint-space robots: the state is the joints named self.joint_names, matched by name."""
+        try:
+            q, _ = joint_arrays(msg, self.joint_names)
+        except ValueError as e:
+            self.sup.note(self.now(), "input", f"joint_states: {e}")
+            return
+        self.sup.on_state(q, stamp_to_s(msg.header.stamp), self.now())
+        self._after_input()
 
     def _on_estop_topic(self, msg: Bool) -> None:
         if msg.data:

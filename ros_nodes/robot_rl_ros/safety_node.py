@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from std_msgs.msg import Float64MultiArray
@@ -93,10 +92,6 @@ class SafetyNode(SafetyNodeBase):
             self.sup.on_neighbour(name, odometry_to_raw(msg)["position"], stamp_to_s(msg.header.stamp), self.now())
 
         return cb
-
-    def _on_action(self, msg: Float64MultiArray) -> None:
-        self.sup.on_action(np.asarray(msg.data, dtype=np.float64), self.now())
-        self._send()  # forward at once: the policy's rate is the command rate
 
     # ----- output -----
     def _send(self) -> None:

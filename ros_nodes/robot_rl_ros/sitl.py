@@ -239,6 +239,51 @@ class Observer:
         self.ctx.try_shutdown()
 
 
+def _run(namespace: str, lockstep: bool, robot: str, start, seconds: float, wall_timeout_s: float) -> tuple:
+    """Start a graph with start(graph), record it with an Observer for `seconds` of robot time.
+    Returns (observer, finished, graph)."""
+    with SitlGraph(namespace, lockstep=lockstep) as graph:
+        obs = Observer(namespace, graph.domain_id, use_sim_time=lockstep, robot=robot)
+        try:
+            start(graph)
+            t0: list[float] = []
+
+            def done() -> bool:
+                if not obs.states:
+                    return False
+                if not t0:
+                    t0.append(obs.states[0][0])
+                return obs.states[-1][0] - t0[0] >= seconds
+
+            finished = obs.spin_until(done, wall_timeout_s)
+            obs.spin_until(lambda: False, 0.3)  # let the last diagnostics arrive
+        finally:
+            obs.close()
+            graph.close()
+    if not obs.states:
+        raise RuntimeError(f"no robot state received in SITL (domain {graph.domain_id}); logs in {graph.log_dir}")
+    return obs, finished, graph
+
+
+def _summary(obs: Observer, finished: bool) -> dict:
+    """What every SITL run reports: the command stream (judged from the first state on: commands before
+    the observer's first /clock carry time 0) and the safety node's mode, counters and interventions."""
+    t = np.array([s[0] for s in obs.states])
+    cmd_t = np.array([c[0] for c in obs.commands if c[0] >= t[0]])
+    gaps = np.diff(cmd_t) if cmd_t.size > 1 else np.array([np.inf])
+    return {
+        "finished": finished,
+        "sim_seconds": float(t[-1] - t[0]),
+        "commands": len(obs.commands),
+        "max_command_gap_s": float(gaps.max()),
+        "commands_nonfinite": int(sum(not np.all(np.isfinite(c[2])) for c in obs.commands)),
+        "mode": obs.safety.get("mode", "unknown"),
+        "reason": obs.safety.get("reason", ""),
+        "interventions": obs.safety_events,
+        "counters": {k: v for k, v in obs.safety.items() if not k.startswith("event.")},
+    }
+
+
 def fly(
     bundle_dir: str,
     seconds: float = 15.0,
@@ -253,47 +298,20 @@ def fly(
     """Fly a bundle in SITL from the ground; returns errors, commands seen and safety interventions."""
     goal = np.asarray(goal, dtype=np.float64)
     hold_s = min(10.0, seconds / 2) if hold_s is None else hold_s
-    with SitlGraph(namespace, lockstep=lockstep) as graph:
-        obs = Observer(namespace, graph.domain_id, use_sim_time=lockstep)
-        try:
-            graph.start_flight(bundle_dir, goal, sim=sim, safety=safety)
-            t0: list[float] = []
-
-            def done() -> bool:
-                if not obs.states:
-                    return False
-                if not t0:
-                    t0.append(obs.states[0][0])
-                return obs.states[-1][0] - t0[0] >= seconds
-
-            finished = obs.spin_until(done, wall_timeout_s or (10.0 + seconds * (3.0 if lockstep else 1.5)))
-            obs.spin_until(lambda: False, 0.3)  # let the last diagnostics arrive
-        finally:
-            obs.close()
-            graph.close()
-    if not obs.states:
-        raise RuntimeError(f"no odometry received in SITL (domain {graph.domain_id}); see logs in {graph.log_dir}")
+    obs, finished, _ = _run(
+        namespace, lockstep, "crazyflie", lambda g: g.start_flight(bundle_dir, goal, sim=sim, safety=safety),
+        seconds, wall_timeout_s or (10.0 + seconds * (3.0 if lockstep else 1.5)),
+    )  # fmt: skip
     t = np.array([s[0] for s in obs.states])
     pos = np.array([s[1] for s in obs.states])
     err = np.linalg.norm(pos - goal, axis=1)
     hold = err[t >= t[-1] - hold_s]
-    # Commands before the observer's first /clock carry time 0; judge the stream from the first state on.
-    cmd_t = np.array([c[0] for c in obs.commands if c[0] >= t[0]])
-    gaps = np.diff(cmd_t) if cmd_t.size > 1 else np.array([np.inf])
     return {
-        "finished": finished,
-        "sim_seconds": float(t[-1] - t[0]),
+        **_summary(obs, finished),
         "final_position": pos[-1].tolist(),
         "final_error_m": float(err[-1]),
         "hold_max_error_m": float(hold.max()),
         "hold_s": hold_s,
-        "commands": len(obs.commands),
-        "max_command_gap_s": float(gaps.max()),
-        "commands_nonfinite": int(sum(not np.all(np.isfinite(c[2])) for c in obs.commands)),
-        "mode": obs.safety.get("mode", "unknown"),
-        "reason": obs.safety.get("reason", ""),
-        "interventions": obs.safety_events,
-        "counters": {k: v for k, v in obs.safety.items() if not k.startswith("event.")},
     }
 
 
@@ -315,47 +333,21 @@ def reach(
 
     target = np.asarray(target, dtype=np.float64)
     spec = IKSpec.from_dict(load_bundle(bundle_dir).extra["ik"])
-    with SitlGraph(namespace, lockstep=lockstep) as graph:
-        obs = Observer(namespace, graph.domain_id, use_sim_time=lockstep, robot="arm")
-        try:
-            graph.start_reach(bundle_dir, target, sim=sim, safety=safety)
-            t0: list[float] = []
-
-            def done() -> bool:
-                if not obs.states:
-                    return False
-                if not t0:
-                    t0.append(obs.states[0][0])
-                return obs.states[-1][0] - t0[0] >= seconds
-
-            finished = obs.spin_until(done, wall_timeout_s or (15.0 + seconds * (4.0 if lockstep else 1.5)))
-            obs.spin_until(lambda: False, 0.3)
-        finally:
-            obs.close()
-            graph.close()
-    if not obs.states:
-        raise RuntimeError(f"no joint_states received in SITL (domain {graph.domain_id}); logs in {graph.log_dir}")
+    obs, finished, _ = _run(
+        namespace, lockstep, "arm", lambda g: g.start_reach(bundle_dir, target, sim=sim, safety=safety),
+        seconds, wall_timeout_s or (15.0 + seconds * (4.0 if lockstep else 1.5)),
+    )  # fmt: skip
     t = np.array([s[0] for s in obs.states])
     q = np.array([s[1] for s in obs.states])
     tcp = forward_kinematics(spec, q[:, :7]).tcp[:, :3, 3]
     err = np.linalg.norm(tcp - target, axis=1)
     hold = err[t >= t[-1] - hold_s]
-    cmd_t = np.array([c[0] for c in obs.commands if c[0] >= t[0]])
-    gaps = np.diff(cmd_t) if cmd_t.size > 1 else np.array([np.inf])
     return {
-        "finished": finished,
-        "sim_seconds": float(t[-1] - t[0]),
+        **_summary(obs, finished),
         "final_tcp": tcp[-1].tolist(),
         "final_error_m": float(err[-1]),
         "hold_max_error_m": float(hold.max()),
         "first_within_2cm_s": float(t[np.argmax(err < 0.02)] - t[0]) if np.any(err < 0.02) else None,
-        "commands": len(obs.commands),
-        "max_command_gap_s": float(gaps.max()),
-        "commands_nonfinite": int(sum(not np.all(np.isfinite(c[2])) for c in obs.commands)),
-        "mode": obs.safety.get("mode", "unknown"),
-        "reason": obs.safety.get("reason", ""),
-        "interventions": obs.safety_events,
-        "counters": {k: v for k, v in obs.safety.items() if not k.startswith("event.")},
     }
 
 
@@ -372,43 +364,17 @@ def walk(
     """Walk a quadruped bundle in SITL at a constant velocity command; returns the tracking errors
     after settle_s (body-frame velocity from the state estimator), commands seen and interventions."""
     command = np.asarray(command, dtype=np.float64)
-    with SitlGraph(namespace, lockstep=lockstep) as graph:
-        obs = Observer(namespace, graph.domain_id, use_sim_time=lockstep, robot="quadruped")
-        try:
-            graph.start_walk(bundle_dir, command, safety=safety)
-            t0: list[float] = []
-
-            def done() -> bool:
-                if not obs.states:
-                    return False
-                if not t0:
-                    t0.append(obs.states[0][0])
-                return obs.states[-1][0] - t0[0] >= seconds
-
-            finished = obs.spin_until(done, wall_timeout_s or (20.0 + seconds * (5.0 if lockstep else 1.5)))
-            obs.spin_until(lambda: False, 0.3)
-        finally:
-            obs.close()
-            graph.close()
-    if not obs.states:
-        raise RuntimeError(f"no odometry received in SITL (domain {graph.domain_id}); logs in {graph.log_dir}")
+    obs, finished, _ = _run(
+        namespace, lockstep, "quadruped", lambda g: g.start_walk(bundle_dir, command, safety=safety),
+        seconds, wall_timeout_s or (20.0 + seconds * (5.0 if lockstep else 1.5)),
+    )  # fmt: skip
     t = np.array([s[0] for s in obs.states])
     x = np.array([s[1] for s in obs.states])
     after = t >= t[0] + settle_s
-    cmd_t = np.array([c[0] for c in obs.commands if c[0] >= t[0]])
-    gaps = np.diff(cmd_t) if cmd_t.size > 1 else np.array([np.inf])
     return {
-        "finished": finished,
-        "sim_seconds": float(t[-1] - t[0]),
+        **_summary(obs, finished),
         "lin_vel_error": float(np.mean(np.linalg.norm(x[after, 3:5] - command[:2], axis=1))),
         "yaw_rate_error": float(np.mean(np.abs(x[after, 5] - command[2]))),
         "min_trunk_height_m": float(x[:, 2].min()),
         "distance_m": float(np.linalg.norm(x[-1, :2] - x[0, :2])),
-        "commands": len(obs.commands),
-        "max_command_gap_s": float(gaps.max()),
-        "commands_nonfinite": int(sum(not np.all(np.isfinite(c[2])) for c in obs.commands)),
-        "mode": obs.safety.get("mode", "unknown"),
-        "reason": obs.safety.get("reason", ""),
-        "interventions": obs.safety_events,
-        "counters": {k: v for k, v in obs.safety.items() if not k.startswith("event.")},
     }
