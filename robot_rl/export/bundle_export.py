@@ -59,6 +59,11 @@ def export_bundle(actor, task, out_dir: Path, source: dict) -> PolicyBundle:
     The task describes itself: obs_layout (terms), integrators, action_spec (names, offset, scale,
     limits) and, optionally, bundle_extra (e.g. an arm's default pose and IK parameters).
     """
+    if getattr(task, "camera_obs", None) is not None:
+        raise ValueError(
+            f"this policy reads camera images ({task.camera_obs}); bundles carry state observation layouts "
+            "only, so it cannot be exported yet"
+        )
     out_dir = Path(out_dir)
     obs_dim = sum(t["dim"] for t in task.obs_layout)
     export_onnx(actor, obs_dim, out_dir / "policy.onnx")

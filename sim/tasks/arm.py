@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+import numpy as np
 import torch
 
 from sim.observation_layout import build_observation
@@ -30,6 +31,7 @@ from sim.robots.diff_ik import (
 
 MODEL_PATH = Path(__file__).resolve().parents[2] / "assets" / "arm" / "scene.xml"
 ARM_DOF = 7
+CAMERAS = ("front", "top", "wrist", "overview")
 FINGER_QPOS = slice(7, 9)
 OBJ_QPOS0 = 9  # free joints of the objects follow the arm and fingers, 7 qpos / 6 qvel each
 OBJ_QVEL0 = 9
@@ -224,6 +226,12 @@ class ArmTask(ABC):
     layout_seed: int = 0
     layout_jitter_m: float = 0.0  # object pose noise on top of a pooled layout
     reward: str = "dense"  # dense: the hand-designed terms; sparse: success (and the same penalties) only
+    # Camera observations for the policy (off by default: state observations): a camera of the scene
+    # ("front", "top", "wrist") rendered per world each control step as an image group "camera",
+    # (n, C, size, size) floats: RGB in [0, 1] or depth in metres / 2 clipped to [0, 1].
+    camera_obs: str | None = None
+    camera_size: int = 48
+    camera_kind: str = "rgb"
     ik: DiffIK = field(default_factory=DiffIK)
 
     model_path = MODEL_PATH
@@ -248,6 +256,12 @@ class ArmTask(ABC):
         if self.reward not in ("dense", "sparse"):
             raise ValueError(f"unknown reward '{self.reward}' (dense, sparse; keypoint rewards come from guidance)")
         self.fixed = parse_instruction(self.name, self.instruction) if self.instruction is not None else None
+        if self.camera_obs is not None and self.camera_obs not in CAMERAS:
+            raise ValueError(f"unknown camera '{self.camera_obs}' for camera_obs ({', '.join(CAMERAS)})")
+        if self.camera_kind not in ("rgb", "depth"):
+            raise ValueError(f"camera_kind must be 'rgb' or 'depth', got '{self.camera_kind}'")
+        if not 8 <= self.camera_size <= 256:
+            raise ValueError(f"camera_size must be within 8..256 pixels, got {self.camera_size}")
 
     integrators: ClassVar[list[dict]] = []  # arm policies need no integral terms
 
@@ -565,7 +579,19 @@ class ArmTask(ABC):
             self.kp_scale.unsqueeze(1).float(),
             (self.latency.unsqueeze(1).double() / 5).float(),
         ]
-        return {"policy": policy, "critic": torch.cat(privileged, dim=1)}
+        out = {"policy": policy, "critic": torch.cat(privileged, dim=1)}
+        if self.camera_obs is not None:
+            out["camera"] = self.camera_images()
+        return out
+
+    def camera_images(self) -> torch.Tensor:
+        """(n, C, size, size) float32 images of every world from camera_obs (one render per world)."""
+        size, b = self.camera_size, self.backend
+        imgs = [b.render(w, self.camera_obs, size, size, self.camera_kind) for w in range(self.n)]
+        x = torch.from_numpy(np.stack(imgs))
+        if self.camera_kind == "rgb":
+            return x.permute(0, 3, 1, 2).float() / 255.0
+        return (x.float() / 2.0).clamp(0.0, 1.0).unsqueeze(1)
 
     def _penalties(self, w) -> dict[str, torch.Tensor]:
         return {

@@ -54,6 +54,22 @@ def test_action_modes_and_observation_shapes(name, mode):
     env.step(torch.zeros(4, env.num_actions))
 
 
+@pytest.mark.parametrize("kind,channels", [("rgb", 3), ("depth", 1)])
+def test_optional_camera_observations_see_the_scene(kind, channels):
+    env = make_env("arm_push", n=2, camera_obs="front", camera_kind=kind, camera_size=32)
+    obs = env.get_observations()
+    img = obs["camera"]
+    assert img.shape == (2, channels, 32, 32) and img.dtype == torch.float32
+    assert torch.isfinite(img).all() and 0.0 <= img.min() and img.max() <= 1.0
+    assert img.std() > 0.01  # an image of the scene, not a blank frame
+    if kind == "depth":  # the table is nearer to the front camera than the far clip: depth varies
+        assert img.min() < 0.95
+    env.step(torch.zeros(2, env.num_actions))
+    assert "camera" not in make_env("arm_push", n=2).get_observations().keys()
+    with pytest.raises(ValueError, match="unknown camera 'side'"):
+        make_env("arm_push", n=2, camera_obs="side")
+
+
 @pytest.mark.parametrize("name", ARM_TASKS)
 def test_instructions_name_the_objects_the_task_uses(name):
     env = make_env(name, n=32)
