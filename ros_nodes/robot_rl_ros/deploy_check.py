@@ -1,11 +1,13 @@
 """`robot-rl deploy check BUNDLE`: a dry run against live topics that reports what would block arming.
 
 It checks the bundle against the robot (schema, ONNX hash, robot, action mode and size, rate), then
-listens to the live graph in the drone's namespace: every input the observation needs is published
+listens to the live graph in the robot's namespace: every input the observation needs is published
 with the right type, at the rate, with finite values of the right size in plausible units and
-fresh stamps; someone takes `cmd_vel_legacy` (and nobody else publishes it: the safety node must be
-the only commander); the robot's `emergency` service is there. Finally it runs the policy once on
-the received state and shows the command it would send. Exit status: 0 ready, 1 blocked, 2 usage.
+fresh stamps; someone takes the robot's command topic (and nobody else publishes it: the safety node
+must be the only commander); the robot's `emergency` service is there. Finally it runs the policy
+once on the received state and shows the command it would send. The robot's topics, inputs and
+action come from a profile chosen by the bundle's robot (Crazyflie, Panda-like arm, Go1-like
+quadruped); options override them. Exit status: 0 ready, 1 blocked, 2 usage.
 """
 
 from __future__ import annotations
@@ -14,16 +16,50 @@ import argparse
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from robot_rl_ros.prearm import RobotSpec, check_bundle
 
-COMMAND_TOPIC = ("cmd_vel_legacy", "geometry_msgs/msg/Twist")
 EMERGENCY_SERVICE = ("emergency", "std_srvs/srv/Empty")
-MIN_RATE_HZ = {"odometry": 50.0, "imu": 50.0, "joint_state": 50.0, "point": 0.0}
+MIN_RATE_HZ = {"odometry": 50.0, "imu": 50.0, "joint_state": 50.0, "arm_joints": 25.0, "leg_joints": 50.0,
+               "body_velocity": 50.0}  # fmt: skip
+SETPOINT_KINDS = ("point", "velocity_command")  # may be constant (a parameter): neither rate nor age applies
 # Plausibility bounds that catch unit mistakes (degrees for radians, mm for m, wrong quaternion order).
-MAX_ABS = {"position": 100.0, "velocity": 20.0, "angular_velocity": 35.0}  # m, m/s, rad/s (2000 deg/s gyro)
+# m, m/s, rad/s (a 2000 deg/s gyro), rad, rad/s, m
+MAX_ABS = {"position": 100.0, "velocity": 20.0, "angular_velocity": 35.0, "joint_position": 7.0,
+           "joint_velocity": 50.0, "gripper_width": 0.2, "base_linear_velocity": 20.0}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RobotProfile:
+    namespace: str
+    inputs: tuple[str, ...]
+    command: tuple[str, str]  # topic, type the robot takes commands on
+    action_mode: str
+    action_dim: int
+
+
+F64 = "std_msgs/msg/Float64MultiArray"
+PROFILES = {
+    "crazyflie_2_1": RobotProfile("cf1", ("odom:odometry", "goal:point"), ("cmd_vel_legacy", "geometry_msgs/msg/Twist"),
+                                  "rpyt", 4),
+    "panda_like": RobotProfile("arm", ("joint_states:arm_joints", "target_position:point"),
+                               ("forward_position_controller/commands", F64), "ee_position", 4),
+    "go1_like": RobotProfile("go1", ("joint_states:leg_joints", "imu:imu", "odom:body_velocity",
+                                     "cmd_vel:velocity_command"), ("joint_commands", F64), "joint_position", 12),
+}  # fmt: skip
+
+
+def bundle_robot(path: str) -> str:
+    """The robot a bundle names (the Crazyflie when it cannot be read: check_bundle reports why)."""
+    import yaml
+
+    try:
+        return str(yaml.safe_load((Path(path) / "policy.yaml").read_text())["robot"])
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return "crazyflie_2_1"
 
 
 @dataclass
@@ -68,24 +104,35 @@ class TopicSample:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from robot_rl_ros.policy_node import PARAMS as POLICY
-    from robot_rl_ros.safety_node import PARAMS as SAFETY
 
     ap = argparse.ArgumentParser(prog="robot-rl deploy check", description=__doc__.splitlines()[0])
     ap.add_argument("bundle", help="policy bundle directory")
-    ap.add_argument("--namespace", default="cf1", help="the robot's namespace (default cf1)")
-    ap.add_argument("--inputs", nargs="+", default=list(POLICY["inputs"]), help="topic:kind as the policy node")
+    ap.add_argument("--namespace", default=None, help="the robot's namespace (default: the robot's profile)")
+    ap.add_argument("--inputs", nargs="+", default=None, help="topic:kind as the policy node")
     ap.add_argument("--goal", nargs=3, type=float, default=list(POLICY["goal"]))
-    ap.add_argument("--robot", default=SAFETY["robot"])
-    ap.add_argument("--action-mode", default=SAFETY["action_mode"])
-    ap.add_argument("--action-dim", type=int, default=SAFETY["action_dim"])
+    ap.add_argument("--command", nargs=3, type=float, default=list(POLICY["command"]), help="velocity command")
+    ap.add_argument("--robot", default=None, help=f"the robot ({', '.join(PROFILES)}); default: the bundle's")
+    ap.add_argument("--action-mode", default=None)
+    ap.add_argument("--action-dim", type=int, default=None)
+    ap.add_argument("--command-topic", default=None, help="where the robot takes commands (default: its profile)")
     ap.add_argument("--seconds", type=float, default=2.0, help="how long to listen (default 2 s)")
     ap.add_argument(
         "--discovery-timeout", type=float, default=5.0, help="wait up to this long for the topics to appear (s)"
     )
-    ap.add_argument("--max-age", type=float, default=SAFETY["state_max_age_s"], help="stamp age limit, s")
+    ap.add_argument("--max-age", type=float, default=0.2, help="stamp age limit, s")
     ap.add_argument("--use-sim-time", action="store_true", help="judge stamps against /clock")
     ap.add_argument("--domain-id", type=int, default=None, help="default: ROS_DOMAIN_ID")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if args.robot is None:  # a robot we know follows the bundle; anything else is checked as a Crazyflie
+        robot = bundle_robot(args.bundle)
+        args.robot = robot if robot in PROFILES else "crazyflie_2_1"
+    prof = PROFILES.get(args.robot, PROFILES["crazyflie_2_1"])
+    args.namespace = args.namespace or prof.namespace
+    args.inputs = args.inputs or list(prof.inputs)
+    args.action_mode = args.action_mode or prof.action_mode
+    args.action_dim = args.action_dim or prof.action_dim
+    args.command_topic = (args.command_topic or prof.command[0], prof.command[1])
+    return args
 
 
 def _resolve(ns: str, topic: str) -> str:
@@ -108,7 +155,7 @@ def check_bundle_part(args, report: Report):
 
 
 def check_values(name: str, s: TopicSample, args, now: float, kind: str, report: Report) -> None:
-    rate, need = s.rate_hz(), MIN_RATE_HZ.get(kind, 10.0)
+    rate, need = s.rate_hz(), (0.0 if kind in SETPOINT_KINDS else MIN_RATE_HZ.get(kind, 10.0))
     if not s.receipts:
         report.add("block", name, f"no message in {args.seconds:g} s")
         return
@@ -125,8 +172,8 @@ def check_values(name: str, s: TopicSample, args, now: float, kind: str, report:
             report.add("block", f"{name} units", f"quaternion norm {np.linalg.norm(v):.3f} != 1")
     dims = ", ".join(f"{k}[{np.asarray(v).size}]" for k, v in raw.items())
     report.add("ok", f"{name} fields", dims or "none")
-    if kind == "point":
-        return  # a goal can be constant: neither rate nor age applies
+    if kind in SETPOINT_KINDS:
+        return  # a goal or a velocity command can be constant: neither rate nor age applies
     age = now - s.stamps[-1]
     report.add(
         "ok" if 0.0 <= age <= args.max_age else "block",
@@ -140,16 +187,17 @@ def check_values(name: str, s: TopicSample, args, now: float, kind: str, report:
 
 def check_graph(node, args, report: Report) -> None:
     ns = args.namespace
-    cmd_topic = _resolve(ns, COMMAND_TOPIC[0])
+    cmd_name, cmd_type = args.command_topic
+    cmd_topic = _resolve(ns, cmd_name)
     subs = node.get_subscriptions_info_by_topic(cmd_topic)
     takers = [f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in subs if i.node_name != node.get_name()]
-    bad = sorted({i.topic_type for i in subs} - {COMMAND_TOPIC[1]})
+    bad = sorted({i.topic_type for i in subs} - {cmd_type})
     if bad:
-        report.add("block", cmd_topic, f"subscribed with type {bad}, expected {COMMAND_TOPIC[1]}")
+        report.add("block", cmd_topic, f"subscribed with type {bad}, expected {cmd_type}")
     elif not takers:
-        report.add("block", cmd_topic, "no subscriber: no crazyflie_bridge or Crazyswarm2 server takes commands")
+        report.add("block", cmd_topic, "no subscriber: nothing on the robot's side takes commands")
     else:
-        report.add("ok", cmd_topic, f"{COMMAND_TOPIC[1]} taken by {', '.join(takers)}")
+        report.add("ok", cmd_topic, f"{cmd_type} taken by {', '.join(takers)}")
     pubs = [f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in node.get_publishers_info_by_topic(cmd_topic)]
     if pubs:
         report.add("block", cmd_topic, f"already published by {', '.join(pubs)}: the safety node must be the only one")
@@ -166,16 +214,19 @@ def check_graph(node, args, report: Report) -> None:
 def dry_run(bundle, raw: dict, report: Report) -> None:
     from robot_rl.deploy import PolicyRuntime
     from robot_rl_ros.limits import DroneLimits
+    from robot_rl_ros.msgs import ARM_JOINT_NAMES
 
     try:
-        action = np.asarray(PolicyRuntime(bundle).act(raw), dtype=np.float64)
+        runtime = PolicyRuntime(bundle)
+        action = np.asarray(runtime.act(raw), dtype=np.float64)
     except (ValueError, KeyError) as e:
         report.add("block", "policy dry run", f"{type(e).__name__}: {e}")
         return
-    if action.shape != (bundle.action_dim,) or not np.all(np.isfinite(action)):
+    names = bundle.action.names if runtime.arm is None else ARM_JOINT_NAMES  # an arm outputs joint targets
+    if action.shape != (len(names),) or not np.all(np.isfinite(action)):
         report.add("block", "policy dry run", f"action {action.tolist()} has the wrong size or NaN/Inf")
         return
-    detail = ", ".join(f"{n}={v:.4g}" for n, v in zip(bundle.action.names, action, strict=True))
+    detail = ", ".join(f"{n}={v:.4g}" for n, v in zip(names, action, strict=True))
     report.add("ok", "policy dry run", f"would command {detail}")
     if bundle.action.mode == "rpyt":
         lim = DroneLimits()
@@ -200,9 +251,11 @@ def run_check(args) -> Report:
             inputs.append(parse_input_spec(spec))
         except ValueError as e:
             report.add("block", "inputs", str(e))
-    provided = {"last_action", "goal"} | {k for _, _, keys in inputs for k in keys}
+    provided = {"last_action", "goal", "command"} | {k for _, _, keys in inputs for k in keys}
     if bundle is not None:
         provided |= {i.name for i in bundle.integrators}
+        # what the runtime derives itself: an arm's TCP pose (FK), a robot's constant inputs
+        provided |= {"ee_position", "ee_quaternion", "gravity_direction", "default_joint_position"}
         missing = sorted({k for t in bundle.observation for k in t.inputs} - provided)
         if missing:
             report.add("block", "observation", f"needs raw state {missing} that no input provides")
@@ -240,15 +293,15 @@ def run_check(args) -> Report:
         while time.monotonic() < t_end:
             ex.spin_once(timeout_sec=0.01)
         now = node.get_clock().now().nanoseconds * 1e-9
-        raw = {"goal": np.asarray(args.goal, dtype=np.float64)}
+        raw = {"goal": np.asarray(args.goal, dtype=np.float64), "command": np.asarray(args.command, dtype=np.float64)}
         for topic, kind, _ in inputs:
             name = _resolve(args.namespace, topic)
             want = ADAPTERS[kind][0]
             want_type = f"{want.__module__.split('.')[0]}/msg/{want.__name__}"
             # Types as the publishers offer them (this node's own subscription is in the graph too).
             have = sorted({i.topic_type for i in node.get_publishers_info_by_topic(name)})
-            if kind == "point" and not have:
-                report.add("ok", name, f"not published: the goal parameter {args.goal} is used")
+            if kind in SETPOINT_KINDS and not have:
+                report.add("ok", name, "not published: the policy node's parameter value is used")
                 continue
             if not have:
                 report.add("block", name, f"no publisher (expected {want_type})")

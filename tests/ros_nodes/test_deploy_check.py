@@ -119,3 +119,27 @@ def test_missing_topics_block(sim_bridge, pd_bundle, capsys):
 
 def test_usage_error_is_status_2(capsys):
     assert main([]) == 2
+
+
+@pytest.mark.parametrize(
+    "module,bundle_fixture,ns,expect",
+    [
+        ("arm_sim_bridge", "trained_arm_bundle", "arm", "would command panda_joint1="),
+        ("quadruped_sim_bridge", "trained_quadruped_bundle", "go1", "would command FR_hip_rad="),
+    ],
+)
+def test_ready_against_the_arm_and_quadruped_sim_bridges(module, bundle_fixture, ns, expect, request, capsys):
+    """The robot's profile comes from the bundle: its namespace, inputs, command topic and action."""
+    import time
+
+    bundle = str(request.getfixturevalue(bundle_fixture))
+    domain = 1 + (DOMAIN_ID + 41) % 101
+    with SitlGraph(ns, domain_id=domain, lockstep=False) as g:
+        g.start("sim_bridge", module, {"lockstep": False})
+        t_end, rc, out = time.monotonic() + 60.0, None, ""
+        while rc != 0 and time.monotonic() < t_end:  # the bridge needs a few seconds to load its model
+            rc = main([bundle, "--domain-id", str(domain), "--seconds", "1.0"])
+            out = capsys.readouterr().out
+    assert rc == 0, out
+    assert expect in out and out.strip().endswith("ready to arm"), out
+    assert f"taken by /{ns}/" in out and f"/{ns}/emergency: std_srvs/srv/Empty" in out
