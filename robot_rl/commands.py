@@ -139,7 +139,8 @@ def train_one(cfg: DictConfig) -> Path:
     from robot_rl.training.ppo_trainer import PPOTrainer
 
     t_setup = time.perf_counter()
-    if cfg.resume:
+    resuming = bool(cfg.resume)
+    if resuming:
         run_dir = Path(cfg.resume)
         iterations = int(cfg.train.iterations)
         cfg = _run_config(run_dir, [])
@@ -150,14 +151,20 @@ def train_one(cfg: DictConfig) -> Path:
         run_dir = Path(cfg.runs_root) / name
         if run_dir.exists():
             raise ConfigError(f"run directory {run_dir} exists; pick another run_name or resume={run_dir}")
+        checkpoint = None
+        if cfg.get("init_from"):  # fine-tune: start from another run's checkpoint (a file, or a run's latest)
+            checkpoint = Path(cfg.init_from)
+            checkpoint = latest_checkpoint(checkpoint) if checkpoint.is_dir() else checkpoint
+            if not checkpoint.is_file():
+                raise ConfigError(f"init_from: no checkpoint at {checkpoint}")
         run_dir.mkdir(parents=True)
         (run_dir / "config.yaml").write_text(to_yaml(cfg))
-        checkpoint = None
         write_json_atomic(run_dir / "meta.json", {
             "run_name": name, "task": cfg.task.name, "algo": cfg.algo.name,
             "reward": reward_name(cfg), "guidance": guidance_name(cfg),
             "seed": int(cfg.seed), "git_revision": git_revision(), "versions": package_versions(),
             "started_at": now_iso(), "status": "running",
+            **({"init_from": str(checkpoint)} if checkpoint else {}),
         })  # fmt: skip
     _seed_everything(int(cfg.seed))
     env = make_env(cfg)
@@ -167,7 +174,8 @@ def train_one(cfg: DictConfig) -> Path:
     trainer = PPOTrainer(env, OmegaConf.to_container(cfg.algo, resolve=True), run_dir=run_dir, writer=writer)
     if checkpoint is not None:
         trainer.load(checkpoint)
-        print(f"resuming {run_dir} from {checkpoint.name} (iteration {trainer.iteration})")
+        how = "resuming" if resuming else "initialised"
+        print(f"{how} {run_dir} from {checkpoint} (iteration {trainer.iteration})")
     setup_s = time.perf_counter() - t_setup
     print(f"run: {run_dir}  ({env.num_envs} worlds, {int(cfg.train.iterations)} iterations)")
     try:

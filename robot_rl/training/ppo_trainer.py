@@ -21,10 +21,14 @@ from tqdm import tqdm
 from robot_rl.training.checkpoint import load_checkpoint, save_atomic
 
 
-def rsl_rl_config(algo: dict) -> dict:
-    """Our algo config group -> the dict rsl_rl's PPO.construct_algorithm expects."""
+def rsl_rl_config(algo: dict, task=None) -> dict:
+    """Our algo config group -> the dict rsl_rl's PPO.construct_algorithm expects.
+
+    algo["actor"] (default "mlp"): rsl_rl's MLPModel on the whole observation, or "swarm_attention" /
+    "swarm_mlp": a per-drone shared-weight swarm policy (robot_rl.policies.swarm_actor; needs the task).
+    """
     actor_dist = {"class_name": "GaussianDistribution", "init_std": float(algo["init_std"])}
-    return {
+    cfg = {
         "num_steps_per_env": int(algo["num_steps_per_env"]),
         "obs_groups": {"actor": ["policy"], "critic": ["critic"]},
         "algorithm": {
@@ -57,6 +61,11 @@ def rsl_rl_config(algo: dict) -> dict:
         },
         "multi_gpu": None,
     }
+    if algo.get("actor", "mlp") != "mlp":
+        from robot_rl.policies.swarm_actor import actor_config
+
+        cfg["actor"] = actor_config(algo, task, actor_dist)
+    return cfg
 
 
 def rng_state(env) -> dict:
@@ -79,7 +88,7 @@ class PPOTrainer:
     def __init__(self, env, algo: dict, run_dir: Path | None = None, writer=None):
         self.env = env
         self.algo_cfg = dict(algo)
-        self.cfg = rsl_rl_config(algo)
+        self.cfg = rsl_rl_config(algo, getattr(env, "task", None))
         self.run_dir = Path(run_dir) if run_dir else None
         self.writer = writer
         self.alg: PPO = PPO.construct_algorithm(env.get_observations(), env, copy.deepcopy(self.cfg), "cpu")
@@ -89,7 +98,7 @@ class PPOTrainer:
         self.iteration = 0  # iterations completed
         self.total_steps = 0
         self.train_time_s = 0.0
-        self.update_threads = max(1, os.cpu_count() or 1)
+        self.update_threads = int(algo.get("update_threads") or max(1, os.cpu_count() or 1))  # default: all cores
 
     def _shrink_output_layer(self) -> None:
         """Start from near-zero mean actions: for a drone that is the nominal hover command, so
@@ -109,6 +118,7 @@ class PPOTrainer:
             learning_rate=self.alg.learning_rate,
             rng=rng_state(self.env),
             algo=self.algo_cfg,
+            actor_cfg=self.cfg["actor"],
         )
         return d
 

@@ -15,6 +15,9 @@ Layout (2-D clutter, obstacles span floor to ceiling, as in LEARN / quad-swarm-r
   cell_min = d + 0.2 gives gaps down to 0.2 m.
 Collision bits: obstacles (contype 2, conaffinity 0) never collide with each other or the floor;
 drones (contype 1, conaffinity 3) collide with obstacles, the floor and each other.
+Obstacles are massless: the model's air density and viscosity (the drones' fluid drag) would otherwise
+make MuJoCo compute fluid forces for all 96 static obstacle bodies every substep, which halved the
+team's stepping rate (drone trajectories are bit-identical either way).
 """
 
 from __future__ import annotations
@@ -95,12 +98,12 @@ def build_mjcf(cfg: ClutterConfig) -> str:
     for i in range(cfg.max_columns):
         b = ET.SubElement(world, "body", name=f"column{i}", mocap="true", pos=f"0 0 {PARK_Z}")
         ET.SubElement(b, "geom", type="cylinder", size=f"{cfg.column_diameter / 2} {h / 2}",
-                      contype="2", conaffinity="0", material="obstacle")  # fmt: skip
+                      contype="2", conaffinity="0", mass="0", material="obstacle")  # fmt: skip
     for i in range(cfg.max_wall_segments):
         b = ET.SubElement(world, "body", name=f"wallseg{i}", mocap="true", pos=f"0 0 {PARK_Z}")
         # half length cell_min / 2; sample_layouts tiles longer walls with overlapping segments
         ET.SubElement(b, "geom", type="box", size=f"{cfg.cell_min / 2} {cfg.wall_thickness / 2} {h / 2}",
-                      contype="2", conaffinity="0", material="obstacle")  # fmt: skip
+                      contype="2", conaffinity="0", mass="0", material="obstacle")  # fmt: skip
     template = src.find("worldbody/body")
     actuators = ET.SubElement(root, "actuator")
     for k, name in enumerate(drone_names(cfg.num_drones)):
@@ -172,6 +175,38 @@ def sample_layouts(cfg: ClutterConfig, num: int, rng: np.random.Generator) -> La
             a, b = divmod(int(idx), ny)
             cols[w, k] = [x0 + a * c, y0 + b * c, 1]
     return Layout(torch.from_numpy(cols), torch.from_numpy(walls))
+
+
+def gap_wall(cfg: ClutterConfig, gap_x: np.ndarray, gap: float = 0.2, y: float = 0.0) -> Layout:
+    """A wall across the whole room at `y` with one opening per entry of gap_x (num worlds, G): `gap` metres
+    wide surface to surface, centred at that x (the gap scenario: each drone's straight path through its own gap).
+
+    The wall is tiled by the model's fixed-length segments (cfg.cell_min): a piece between two gaps must be
+    at least that long; the end pieces may run on into the room's side walls.
+    """
+    gap_x = np.atleast_2d(np.asarray(gap_x, dtype=float))
+    num = gap_x.shape[0]
+    seg, lx = cfg.cell_min, cfg.room[0] / 2
+    walls = np.zeros((num, cfg.max_wall_segments, 5))
+    for w in range(num):
+        xs = np.sort(gap_x[w])
+        edges = [-lx, *[e for x in xs for e in (x - gap / 2, x + gap / 2)], lx]
+        centres = []
+        for i, (a, b) in enumerate(zip(edges[0::2], edges[1::2], strict=True)):
+            length = b - a
+            if length >= seg - 1e-9:
+                centres += list(np.linspace(a + seg / 2, b - seg / 2, math.ceil(length / seg - 1e-9)))
+            elif i == 0:  # runs on into the west side wall
+                centres.append(b - seg / 2)
+            elif i == len(xs):  # ... into the east one
+                centres.append(a + seg / 2)
+            else:
+                raise ValueError(f"gaps at {xs} leave a {length:.3f} m piece of wall, shorter than a {seg} m segment")
+        if len(centres) > cfg.max_wall_segments:
+            raise ValueError(f"the gap wall needs {len(centres)} segments, the model has {cfg.max_wall_segments}")
+        for k, cx in enumerate(centres):
+            walls[w, k] = [cx, y, 0.0, seg / 2, 1]
+    return Layout(torch.zeros(num, cfg.max_columns, 3, dtype=torch.float64), torch.from_numpy(walls))
 
 
 def write_layout(layout: Layout, ids: torch.Tensor, mocap_pos: torch.Tensor, mocap_quat: torch.Tensor,

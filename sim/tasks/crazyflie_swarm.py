@@ -14,7 +14,14 @@ delivered neighbour_latency_s late; ToF 32 (4 x 8 zones, metres, clipped at 2 m)
 
 Scenes: sim.scenes.clutter draws a new obstacle layout per world at every reset. Layouts come from
 numbered scenes: training draws indices below HELD_OUT_BASE, evaluation passes scene_set="test"
-(indices HELD_OUT_BASE + k), so held-out scenes are never trained on.
+(indices HELD_OUT_BASE + k), so held-out scenes are never trained on. scenario="gap" replaces the
+clutter by one wall across the room (y = 0) with a gap_width opening (0.2 m surface to surface by
+default) centred on each drone's straight planner path: drones fly parallel lanes 1 m apart, each
+through its own gap (sim.scenes.clutter.gap_wall).
+
+Rewards: SwarmRewardWeights, each term logged by name (Episode/rew_<name>). Two-stage training sets
+rewards.safety_guide > 0 in stage 1 (the guide term, -|a - a_cbf| against the CBF-filtered planner
+command) and 0 in stage 2, which fine-tunes stage 1's checkpoint without it (scripts/swarm_comparison.py).
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from sim.scenes.clutter import (
     Layout,
     build_mjcf,
     drone_names,
+    gap_wall,
     obstacle_distance,
     sample_layouts,
     write_layout,
@@ -66,7 +74,9 @@ class SwarmRewardWeights:
     neighbour_collision: float = -5.0
     neighbour_proximity: float = -1.0  # linear from 4 to 2 arm lengths... scaled to hit distance
     crash: float = -10.0
-    safety_guide: float = 0.0  # stage 1: -|a - a_cbf| against the CBF-filtered planner command (0 = stage 2)
+    # stage 1's guide STRENGTH (>= 0; 0 = stage 2): the term is -safety_guide |a - a_cbf|, a_cbf the CBF-filtered
+    # planner command in policy units (unlike the signed weights above, a positive value penalises)
+    safety_guide: float = 0.0
 
 
 @dataclass
@@ -91,7 +101,9 @@ class CrazyflieSwarm:
     success_hold_s: float = 1.0
     scene_set: str = "train"  # train | test (held out)
     scene_offset: int = 0  # test scenes: world w of the first reset gets scene HELD_OUT_BASE + offset + w
-    rewards: SwarmRewardWeights = field(default_factory=SwarmRewardWeights)
+    scenario: str = "clutter"  # clutter | gap (a wall with one gap_width opening on each drone's path)
+    gap_width: float = 0.2  # m, surface to surface
+    rewards: SwarmRewardWeights = field(default_factory=SwarmRewardWeights)  # a dict from Hydra is accepted
 
     control_dt = 0.01  # 100 Hz, LEARN's training rate
     substeps = 5
@@ -102,6 +114,12 @@ class CrazyflieSwarm:
     def __post_init__(self):
         if self.action_mode != "motors":
             raise ValueError(f"crazyflie_swarm flies in motors mode only, not '{self.action_mode}'")
+        if self.scenario not in ("clutter", "gap"):
+            raise ValueError(f"scenario must be clutter or gap, not '{self.scenario}'")
+        if isinstance(self.rewards, dict):
+            self.rewards = SwarmRewardWeights(**self.rewards)
+        if self.rewards.safety_guide < 0:
+            raise ValueError(f"rewards.safety_guide is the guide's strength (>= 0), not {self.rewards.safety_guide}")
         self.scene = ClutterConfig(num_drones=self.num_drones, density=self.density, cell_min=self.cell_min,
                                    cell_max=self.cell_max)  # fmt: skip
         self.num_actions = 4 * self.num_drones
@@ -224,18 +242,37 @@ class CrazyflieSwarm:
         zc = self.scene.fly_height + torch.from_numpy(gen.uniform(-0.15, 0.15, (k, self.num_drones, 1)))
         return torch.cat([xy, zc], dim=-1)
 
+    def _gap_scene(self, k: int, gen: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor, Layout]:
+        """Scenario gap: each drone flies straight along y in its own lane (x on a 1 m grid, 5 cm jitter)
+        through its own gap in a wall at y = 0; starts and goals in the two strips, same x and height."""
+        lx, ly, sm = self.scene.room[0] / 2, self.scene.room[1] / 2, self.scene.start_margin
+        lanes = np.arange(-lx + 1.0, lx - 0.99, 1.0)
+        if self.num_drones > len(lanes):
+            raise ValueError(f"scenario gap has {len(lanes)} lanes for {self.num_drones} drones")
+        x = np.stack([gen.choice(lanes, self.num_drones, replace=False) for _ in range(k)])
+        x = x + gen.uniform(-0.05, 0.05, x.shape)
+        y = gen.uniform(ly - sm + 0.3, ly - 0.3, x.shape) * np.where(gen.random(k) < 0.5, -1.0, 1.0)[:, None]
+        z = self.scene.fly_height + gen.uniform(-0.15, 0.15, x.shape)
+        start = torch.from_numpy(np.stack([x, y, z], -1))
+        goal = torch.from_numpy(np.stack([x, -y, z], -1))
+        return start, goal, gap_wall(self.scene, x, self.gap_width)
+
     def reset_worlds(self, ids: torch.Tensor) -> None:
         b, k, N = self.backend, len(ids), self.num_drones
         scenes = self._scene_indices(k)
-        for w, s in zip(ids.tolist(), scenes, strict=True):  # a reset-time loop over the reset worlds only
-            lay = sample_layouts(self.scene, 1, np.random.default_rng(s))
-            self.layout.columns[w], self.layout.walls[w] = lay.columns[0], lay.walls[0]
+        gen = np.random.default_rng([int(s) for s in scenes] + [7])  # starts and goals follow the scene index
+        if self.scenario == "gap":
+            start, goal, lay = self._gap_scene(k, gen)
+            self.layout.columns[ids], self.layout.walls[ids] = lay.columns, lay.walls
+        else:
+            for w, s in zip(ids.tolist(), scenes, strict=True):  # a reset-time loop over the reset worlds only
+                lay = sample_layouts(self.scene, 1, np.random.default_rng(s))
+                self.layout.columns[w], self.layout.walls[w] = lay.columns[0], lay.walls[0]
+            y_sign = torch.from_numpy(np.where(gen.random(k) < 0.5, -1.0, 1.0))
+            start = self._strip_positions(k, y_sign, gen)
+            goal = self._strip_positions(k, -y_sign, gen)
         write_layout(Layout(self.layout.columns[ids], self.layout.walls[ids]), ids, self.mocap_pos, self.mocap_quat,
                      self.scene, self.obstacle_mocap)  # fmt: skip
-        gen = np.random.default_rng([int(s) for s in scenes] + [7])  # starts and goals follow the scene index
-        y_sign = torch.from_numpy(np.where(gen.random(k) < 0.5, -1.0, 1.0))
-        start = self._strip_positions(k, y_sign, gen)
-        goal = self._strip_positions(k, -y_sign, gen)
         qpos = b.qpos[ids]
         qpos[:, self.qidx[:, 0:3]] = start
         qpos[:, self.qidx[:, 3:7]] = torch.tensor([1.0, 0, 0, 0], dtype=torch.float64)
@@ -416,7 +453,7 @@ class CrazyflieSwarm:
         }
         if w.safety_guide != 0.0:
             safe = 2.0 * self.safe_command() - 1.0  # policy units
-            terms["safety_guide"] = w.safety_guide * (self.action - safe).norm(dim=-1)
+            terms["safety_guide"] = -w.safety_guide * (self.action - safe).norm(dim=-1)
         return {k: v.mean(dim=1) for k, v in terms.items()}  # team mean
 
     def terminated(self) -> torch.Tensor:
@@ -426,7 +463,11 @@ class CrazyflieSwarm:
         """Per-drone episode metrics (W, N) at the current step (call at the episode's end)."""
         collided = self.obst_collided | self.neigh_collided | self.crashed
         success = ~torch.isnan(self.reached_t) & ~collided
-        deadlock = ~success & ~collided & (self.goal_err > self.success_radius) & (self.displacement_3s < 0.3)
+        stuck = (self.displacement_3s < 0.3) & (self.t >= 3.0).unsqueeze(1)  # a full 3 s window
+        deadlock = ~success & ~collided & (self.goal_err > self.success_radius) & stuck
+        # past the room's midline (the gap wall in scenario gap) on the goal's side, never having collided
+        y, gy = self.pos[..., 1], self.goal[..., 1]
+        traversed = ~collided & (y * gy.sign() > self.scene.wall_thickness / 2 + DRONE_RADIUS)
         return {
             "success": success.double(),
             "obstacle_collision": (self.obst_collided | self.crashed).double(),
@@ -434,6 +475,8 @@ class CrazyflieSwarm:
             "time_to_goal_s": torch.where(success, self.reached_t, math.nan),
             "mean_speed": self.speed_sum / self.speed_steps.clamp(min=1),
             "deadlock": deadlock.double(),
+            "crash": self.crashed.double(),
+            "traversed": traversed.double(),
             "final_goal_error_m": self.goal_err.clone(),
         }
 
@@ -441,6 +484,7 @@ class CrazyflieSwarm:
         out = {k: v[ids] for k, v in self.drone_outcome().items()}
         result = {k: v.mean(dim=1) for k, v in out.items() if k != "time_to_goal_s"}
         result["time_to_goal_s"] = torch.nan_to_num(out["time_to_goal_s"].nanmean(dim=1), nan=0.0)
+        result["position_error_m"] = result["final_goal_error_m"]  # the name robot-rl eval reports
         return result
 
     def controller_state(self) -> list[torch.Tensor]:

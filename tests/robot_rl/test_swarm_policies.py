@@ -47,3 +47,21 @@ def test_baselines_report_every_metric():
         assert r["success"] == 0.0 and math.isnan(r["time_to_goal_s"])  # 2 s is too short to arrive
         assert r["mean_speed"] > 0.05
     assert "apf" in format_table(rows)
+
+
+def test_tuning_sweep_writes_a_config_that_tuned_planners_reads(tmp_path):
+    from robot_rl.baselines.swarm_planners import SWEEP, TUNED_PATH, tune, tuned_planners
+
+    out = tmp_path / "tuned.yaml"
+    body = tune(1, 0.2, 0, out, "test command", num_drones=2)
+    text = out.read_text()
+    assert text.startswith("# Classical planners") and "test command" in text and "&id" not in text
+    planners = tuned_planners(out)
+    assert set(planners) == {"goto", "apf", "cbf"}
+    assert planners["cbf"].cbf.safe_distance == body["cbf"]["params"]["safe_distance"]
+    assert planners["apf"].k_obstacle == body["apf"]["params"]["k_obstacle"]
+    assert len(body["apf"]["sweep"]) == 9 and len(body["cbf"]["sweep"]) == 9
+    # the committed choice is one of the swept settings
+    committed = tuned_planners(TUNED_PATH)
+    assert committed["apf"].k_obstacle in SWEEP["apf"]["k_obstacle"]
+    assert committed["cbf"].cbf.k0 in SWEEP["cbf"]["k"]

@@ -126,3 +126,46 @@ def test_hydra_task_config_builds_the_env():
     env = make_env(load_config(["task=crazyflie_swarm"]), num_worlds=2, nthread=1)
     assert env.num_actions == 24 and env.max_episode_length == 2000
     env.close()
+
+
+def test_gap_scenario_puts_a_0p2_m_gap_on_every_planner_path():
+    task = CrazyflieSwarm(scenario="gap", num_drones=6, gap_width=0.2)
+    env = BatchedEnv(task, EnvConfig(num_worlds=3, nthread=1))
+    start, goal = task.planner.start, task.planner.goal
+    torch.testing.assert_close(start[..., 0], goal[..., 0])  # straight paths along y ...
+    assert (start[..., 1] * goal[..., 1] < 0).all()  # ... across the wall line y = 0
+    # along the wall line, the free space is exactly one 0.2 m opening around each drone's path
+    xs = torch.linspace(-4.0, 4.0, 16001, dtype=torch.float64)  # 0.5 mm steps
+    pts = torch.stack([xs, torch.zeros_like(xs)], -1)
+    for w in range(3):
+        one = Layout(task.layout.columns[w : w + 1], task.layout.walls[w : w + 1])
+        dist, _ = obstacle_distance(one, pts[None], task.scene.wall_thickness, task.scene.column_diameter / 2)
+        free = (dist[0].min(-1).values > 0).int()
+        edges = torch.diff(free).nonzero().flatten()
+        opens, closes = xs[edges[0::2] + 1], xs[edges[1::2]]
+        assert len(opens) == len(closes) == 6
+        widths = closes - opens
+        assert torch.allclose(widths, torch.full_like(widths, 0.2), atol=1e-3), widths
+        centres = ((opens + closes) / 2).sort().values
+        torch.testing.assert_close(centres, start[w, :, 0].sort().values, atol=1e-3, rtol=0)
+    # MuJoCo's geometry agrees: from each gap's centre, rays along the wall hit its two edges 0.1 m away
+    p = torch.stack([start[..., 0], torch.zeros_like(start[..., 0]), start[..., 2]], -1)  # (3, 6, 3)
+    pnt = torch.cat([p, p], 1).numpy().copy()
+    vec = np.concatenate([np.tile([1.0, 0, 0], (3, 6, 1)), np.tile([-1.0, 0, 0], (3, 6, 1))], 1)
+    dist, _ = task.backend.batch.ray(pnt, vec, bodyexclude=np.full((3, 12), -1), ids=np.arange(3, dtype=np.int64))
+    np.testing.assert_allclose(dist, 0.1, atol=1e-6)
+    env.close()
+
+
+def test_safety_guide_penalises_deviation_from_the_safe_command():
+    task = CrazyflieSwarm(num_drones=2, rewards={"safety_guide": 0.5})
+    env = BatchedEnv(task, EnvConfig(num_worlds=2, nthread=1))
+    env.step(torch.ones(2, 8))  # full throttle: far from the CBF-filtered hover-and-go command
+    far = task.reward_terms()["safety_guide"]
+    safe = 2.0 * task.safe_command() - 1.0
+    env.step(safe.reshape(2, 8).float())
+    near = task.reward_terms()["safety_guide"]
+    assert (far < -0.25).all() and (near > far).all() and (near <= 0).all()
+    with pytest.raises(ValueError, match="strength"):
+        CrazyflieSwarm(rewards={"safety_guide": -0.1})
+    env.close()

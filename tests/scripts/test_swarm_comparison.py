@@ -1,0 +1,47 @@
+"""The swarm comparison (issue 8) resumes after an interruption and skips finished work."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+SCRIPT = Path(__file__).parents[2] / "scripts" / "swarm_comparison.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("swarm_comparison", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_comparison_resumes_and_skips_finished_work(tmp_path, monkeypatch):
+    cmp = load_script()
+    out = tmp_path / "cmp"
+    argv = ["--seeds", "0", "--iterations", "2", "--save-every", "1", "--worlds", "2", "--drones", "3", "--scenes",
+            "2", "--gap-episodes", "2", "--episode-s", "0.5", "--eval-threads", "1", "--out", str(out)]  # fmt: skip
+    assert cmp.main(argv) == 0
+    table = json.loads((out / "table.json").read_text())
+    assert set(table["baselines"]) == {"goto", "apf", "cbf"} and set(table["policies"]) == {"stage1", "stage2"}
+    assert table["command"].startswith("python scripts/swarm_comparison.py --seeds 0")
+    assert set(table["policies"]["stage2"]["per_seed"]["0"]) == set(cmp.COLUMNS)
+    assert (out / "stage2_s0" / "checkpoints" / "model_4.pt").exists()  # stage 2 continues stage 1's count
+    assert json.loads((out / "stage2_s0" / "meta.json").read_text())["init_from"].endswith("model_2.pt")
+
+    # Interrupted in stage 2 (its final checkpoint and its evaluation missing): only that is redone.
+    (out / "stage2_s0" / "checkpoints" / "model_4.pt").unlink()
+    (out / "eval" / "stage2_s0.json").unlink()
+    trained, evaluated = [], []
+    real_train, real_eval = cmp.commands.cmd_train, cmp.evaluate
+    monkeypatch.setattr(cmp.commands, "cmd_train", lambda o: trained.append(o) or real_train(o))
+    monkeypatch.setattr(cmp, "evaluate", lambda *a, **k: evaluated.append(k) or real_eval(*a, **k))
+    assert cmp.main(argv) == 0
+    assert trained == [[f"resume={out / 'stage2_s0'}", "train.iterations=4"]]
+    assert len(evaluated) == 1 and evaluated[0].get("scenario", "clutter") == "clutter"
+    assert (out / "stage2_s0" / "checkpoints" / "model_4.pt").exists()
+
+    # Finished: nothing is trained or evaluated again.
+    trained.clear(), evaluated.clear()
+    assert cmp.main(argv) == 0
+    assert trained == [] and evaluated == []
