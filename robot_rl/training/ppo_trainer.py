@@ -65,6 +65,13 @@ def rsl_rl_config(algo: dict, task=None) -> dict:
         from robot_rl.policies.swarm_actor import actor_config
 
         cfg["actor"] = actor_config(algo, task, actor_dist)
+    if getattr(task, "camera_obs", None) is not None:
+        # camera observations: rsl_rl's CNNModel encodes the image group, its latent joins the state
+        # observation in the actor's MLP; the critic keeps the privileged state
+        cfg["obs_groups"]["actor"] = ["policy", "camera"]
+        cnn = {"output_channels": [16, 32, 32], "kernel_size": [5, 3, 3], "stride": [2, 2, 2],
+               "activation": str(algo["activation"]), "global_pool": "avg", "flatten": True}  # fmt: skip
+        cfg["actor"] = {**cfg["actor"], "class_name": "CNNModel", "cnn_cfg": cnn}
     return cfg
 
 
