@@ -25,7 +25,11 @@ from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase
 
 PARAMS = {
     **BASE_PARAMS,
-    "step_timeout_s": 0.2,  # lock-step: generous, so a stalled policy process does not lose its step
+    # Lock-step: time advances without a command only after this much wall time. A step taken while the
+    # policy process is merely stalled (a loaded machine stalls processes for 0.1-0.4 s) puts a second
+    # state in flight, and the loop then runs with the policy one control step behind for good (measured
+    # on the arm: 2-5 cm off target instead of 0.5 mm). So it is long: only a dead policy lets it expire.
+    "step_timeout_s": 2.0,
     "stand_kp": 30.0,  # the servos hold the start pose with these gains until a command arrives
     "stand_kd": 0.75,
     "damping_kd": 2.0,  # emergency damping, N m s / rad

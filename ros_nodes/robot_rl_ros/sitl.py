@@ -265,17 +265,19 @@ def _run(namespace: str, lockstep: bool, robot: str, start, seconds: float, wall
     return obs, finished, graph
 
 
+def _max_gap(times: list[float]) -> float:
+    return float(np.diff(times).max()) if len(times) > 1 else float("inf")
+
+
 def _summary(obs: Observer, finished: bool) -> dict:
     """What every SITL run reports: the command stream (judged from the first state on: commands before
     the observer's first /clock carry time 0) and the safety node's mode, counters and interventions."""
     t = np.array([s[0] for s in obs.states])
-    cmd_t = np.array([c[0] for c in obs.commands if c[0] >= t[0]])
-    gaps = np.diff(cmd_t) if cmd_t.size > 1 else np.array([np.inf])
     return {
         "finished": finished,
         "sim_seconds": float(t[-1] - t[0]),
         "commands": len(obs.commands),
-        "max_command_gap_s": float(gaps.max()),
+        "max_command_gap_s": _max_gap([c[0] for c in obs.commands if c[0] >= t[0]]),
         "commands_nonfinite": int(sum(not np.all(np.isfinite(c[2])) for c in obs.commands)),
         "mode": obs.safety.get("mode", "unknown"),
         "reason": obs.safety.get("reason", ""),
@@ -347,6 +349,8 @@ def reach(
         "final_tcp": tcp[-1].tolist(),
         "final_error_m": float(err[-1]),
         "hold_max_error_m": float(hold.max()),
+        "hold_median_error_m": float(np.median(hold)),
+        "hold_max_command_gap_s": _max_gap([c[0] for c in obs.commands if c[0] >= t[-1] - hold_s]),
         "first_within_2cm_s": float(t[np.argmax(err < 0.02)] - t[0]) if np.any(err < 0.02) else None,
     }
 
@@ -377,4 +381,5 @@ def walk(
         "yaw_rate_error": float(np.mean(np.abs(x[after, 5] - command[2]))),
         "min_trunk_height_m": float(x[:, 2].min()),
         "distance_m": float(np.linalg.norm(x[-1, :2] - x[0, :2])),
+        "settled_max_command_gap_s": _max_gap([c[0] for c in obs.commands if c[0] >= t[0] + settle_s]),
     }
