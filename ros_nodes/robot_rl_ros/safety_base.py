@@ -7,6 +7,8 @@ arm, check) and implements `_send()`, which asks the supervisor for a command an
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
@@ -18,7 +20,7 @@ from robot_rl_ros import qos
 from robot_rl_ros.msgs import joint_arrays, stamp_to_s
 
 
-class SafetyNodeBase(Node):
+class SafetyNodeBase(Node, ABC):
     def _setup_common(self, estop_topic: str, watchdog_rate_hz: float, event_gap_s: float,
                       diagnostics_period_s: float, hardware_id: str) -> None:  # fmt: skip
         """Call after self.sup exists. The timer sends when not ACTIVE, or when nothing went out for
@@ -40,8 +42,9 @@ class SafetyNodeBase(Node):
     def now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
+    @abstractmethod
     def _send(self) -> None:
-        raise NotImplementedError
+        """Implemented by each robot's node."""
 
     def _on_action(self, msg: Float64MultiArray) -> None:
         self.sup.on_action(np.asarray(msg.data, dtype=np.float64), self.now())

@@ -12,6 +12,7 @@ the simulator's rate. A subclass sets `self.sim` (with `.time`) and `self.state_
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 
 from builtin_interfaces.msg import Time
 from rclpy.node import Node
@@ -32,7 +33,7 @@ BASE_PARAMS = {
 }
 
 
-class SimBridgeBase(Node):
+class SimBridgeBase(Node, ABC):
     def start_stepping(self, p: dict, wall_period_s: float) -> None:
         self.lockstep = bool(p["lockstep"])
         self.step_timeout_s = float(p["step_timeout_s"])
@@ -50,11 +51,13 @@ class SimBridgeBase(Node):
         else:
             self.create_timer(wall_period_s, self.step)
 
+    @abstractmethod
     def advance(self) -> None:
-        raise NotImplementedError
+        """Implemented by each robot's node."""
 
+    @abstractmethod
     def publish_state(self, stamp: Time) -> None:
-        raise NotImplementedError
+        """Implemented by each robot's node."""
 
     def sim_time(self) -> float:
         return float(self.sim.time) + self.clock_offset_s
