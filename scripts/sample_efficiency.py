@@ -79,19 +79,25 @@ def steps_to(curve: list[dict], level: float) -> int | None:
     return next((c["env_steps"] for c in curve if c["success"] >= level), None)
 
 
-def table(curves: dict[str, dict[int, list[dict]]], level: float) -> tuple[str, dict]:
+def table(curves: dict[str, dict[int, list[dict]]], levels: list[float]) -> tuple[str, dict]:
+    """Markdown and JSON: per variant and level, censored steps to the level (median, IQR) and final successes."""
     rows, data = [], {}
     for variant, seeds in curves.items():
-        reached = [steps_to(c, level) for c in seeds.values()]
         cap = max((c[-1]["env_steps"] for c in seeds.values() if c), default=0)
-        # Censored runs count as 'beyond the cap' (inf) for the median and quartiles.
-        vals = np.array([np.inf if r is None else r for r in reached], dtype=float)
-        q1, med, q3 = (np.percentile(vals, q, method="lower") for q in (25, 50, 75))
         fmt = lambda v, cap=cap: f"> {cap:,}" if np.isinf(v) else f"{int(v):,}"  # noqa: E731
-        finals = [round(c[-1]["success"], 3) for c in seeds.values() if c]
-        rows.append(f"| {variant} | {fmt(med)} | {fmt(q1)} - {fmt(q3)} | {len(seeds)} | {finals} |")
-        data[variant] = {"steps_to_level": reached, "cap": cap, "final_success": finals, "seeds": list(seeds)}
-    head = f"| variant | steps to {level:.0%} (median) | IQR | seeds | final success per seed |\n|---|---|---|---|---|"
+        cells, entry = [], {"cap": cap, "seeds": list(seeds)}
+        for level in levels:
+            reached = [steps_to(c, level) for c in seeds.values()]
+            # Censored runs count as 'beyond the cap' (inf) for the median and quartiles.
+            vals = np.array([np.inf if r is None else r for r in reached], dtype=float)
+            q1, med, q3 = (np.percentile(vals, q, method="lower") for q in (25, 50, 75))
+            cells += [fmt(med), f"{fmt(q1)} - {fmt(q3)}"]
+            entry["steps_to_level" if level == levels[0] else f"steps_to_{level:g}"] = reached
+        entry["final_success"] = [round(c[-1]["success"], 3) for c in seeds.values() if c]
+        rows.append(f"| {variant} | {' | '.join(cells)} | {len(seeds)} | {entry['final_success']} |")
+        data[variant] = entry
+    level_cols = "".join(f" steps to {lv:.0%} (median) | IQR |" for lv in levels)
+    head = f"| variant |{level_cols} seeds | final success per seed |\n|---|{'---|---|' * len(levels)}---|---|"
     return "\n".join([head, *rows]), data
 
 
@@ -105,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worlds", type=int, default=512)
     p.add_argument("--layouts", type=int, default=16)
     p.add_argument("--episodes", type=int, default=256)
-    p.add_argument("--level", type=float, default=0.8)
+    p.add_argument("--level", default="0.8", help="success level(s), comma-separated; the first is the headline")
+    p.add_argument("--table-only", action="store_true", help="tabulate the runs' curves as they are; train nothing")
     p.add_argument("--out", type=Path, default=Path("runs/sweeps/sample_efficiency"))
     p.add_argument("extra", nargs="*", help="more config overrides for every run")
     args = p.parse_args(argv)
@@ -117,10 +124,16 @@ def main(argv: list[str] | None = None) -> int:
     curves: dict[str, dict[int, list[dict]]] = {v: {} for v in variants}
     for seed in (int(s) for s in args.seeds.split(",")):
         for variant in variants:
-            curves[variant][seed] = run_one(args.out, args.task, variant, seed, args)
-    md, data = table(curves, args.level)
+            if args.table_only:
+                path = args.out / f"{variant}_s{seed}" / "curve.json"
+                curves[variant][seed] = json.loads(path.read_text()) if path.exists() else []
+            else:
+                curves[variant][seed] = run_one(args.out, args.task, variant, seed, args)
+    levels = [float(x) for x in args.level.split(",")]
+    md, data = table(curves, levels)
     (args.out / "table.md").write_text(md + "\n")
-    (args.out / "table.json").write_text(json.dumps({"task": args.task, "level": args.level, **data}, indent=1))
+    summary = {"task": args.task, "level": levels[0], "levels": levels, **data}
+    (args.out / "table.json").write_text(json.dumps(summary, indent=1))
     print(md)
     return 0
 

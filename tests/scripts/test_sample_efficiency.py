@@ -49,3 +49,25 @@ def test_sweep_resumes_and_skips_finished_runs(tmp_path, monkeypatch):
     assert [p["iterations"] for p in again] == [1, 2]
     meta = json.loads((tmp_path / "sweep" / "dense_s0" / "meta.json").read_text())
     assert meta["iterations"] == 2 and meta["total_steps"] == points[1]["env_steps"]
+
+
+def test_table_reports_every_level_and_censors_runs_that_never_reach_it(tmp_path):
+    sweep = load_script()
+    curve = lambda *s: [{"env_steps": 100 * (i + 1), "success": x} for i, x in enumerate(s)]  # noqa: E731
+    a = {0: curve(0.1, 0.3, 0.5), 1: curve(0.25, 0.9, 0.95), 2: curve(0.2, 0.5, 0.6)}
+    curves = {"a": a, "b": {0: curve(0.0, 0.0, 0.0)}}
+    md, data = sweep.table(curves, [0.8, 0.2])
+    assert data["a"]["steps_to_level"] == [None, 200, None] and data["a"]["steps_to_0.2"] == [200, 100, 100]
+    assert data["b"]["steps_to_level"] == [None] and data["b"]["cap"] == 300
+    rows = md.splitlines()
+    assert rows[0].count("steps to") == 2 and "> 300" in rows[3]
+    # Two of three seeds never reach 80%: the median is censored ("> cap"); at 20% every seed got there.
+    cells = [c.strip() for c in rows[2].split("|")]
+    assert cells[2:6] == ["> 300", "200 - > 300", "100", "100 - 100"]
+    # --table-only trains nothing and reads the curves as they are
+    (tmp_path / "dense_s0").mkdir()
+    (tmp_path / "dense_s0" / "curve.json").write_text(json.dumps(curve(0.3)))
+    argv = ["--variants", "dense", "--seeds", "0", "--table-only", "--level", "0.8,0.2", "--out", str(tmp_path)]
+    assert sweep.main(argv) == 0
+    saved = json.loads((tmp_path / "table.json").read_text())
+    assert saved["levels"] == [0.8, 0.2] and saved["dense"]["steps_to_0.2"] == [100]

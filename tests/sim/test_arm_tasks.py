@@ -191,6 +191,28 @@ def test_success_checks_of_push_and_pick_place():
         assert not task.success_now().any()
 
 
+@pytest.mark.parametrize("layouts", [0, 4])
+def test_short_push_puts_the_named_pad_ahead_of_the_object_and_parks_the_others(layouts):
+    env = make_env("arm_push", n=8, randomization="none", push_distance_m=[0.10, 0.15], distractors=False,
+                   layouts=layouts, layout_jitter_m=0.01)  # fmt: skip
+    env.reset()
+    t = env.task
+    ahead = t.goal_pos[:, :2] - t.obj_pos[:, :2]
+    # the pad is 10-15 cm further from the robot (+x) than the layout's object, +-2 cm aside (+ jitter)
+    slack = 0.011 if layouts else 1e-6
+    assert (ahead[:, 0] > 0.10 - slack).all() and (ahead[:, 0] < 0.15 + slack).all()
+    assert (ahead[:, 1].abs() < 0.02 + slack).all()
+    objs = t._objects()
+    others = torch.ones(8, 4, dtype=torch.bool)
+    others[torch.arange(8), t.obj_idx] = False
+    assert (objs[others][:, 2] < -0.5).all() and (objs[~others][:, 2] > 0.0).all()  # on the floor / on the table
+    for _ in range(25):  # parked objects stay put and the named one rests
+        env.step(torch.zeros(8, env.num_actions, dtype=torch.float64))
+    assert torch.allclose(t._objects()[others][:, :3], objs[others][:, :3], atol=1e-3)
+    with pytest.raises(ValueError, match="push_distance_m"):
+        make_task("arm_push", push_distance_m=[0.2, 0.5])
+
+
 @pytest.mark.parametrize("name", ARM_TASKS)
 def test_reward_terms_are_named_and_finite(name):
     env = make_env(name, n=8)
