@@ -13,7 +13,8 @@ USAGE = """usage: robot-rl COMMAND [key=value ...]
 commands:
   train [-m] [overrides]     train a policy (e.g. task=crazyflie_hover seed=1 train.iterations=60);
                              -m sweeps comma-separated values (seed=0,1,2)
-  eval run=DIR [overrides]   evaluate the latest checkpoint (or bundle=true: the exported ONNX policy)
+  eval run=DIR [overrides]   evaluate the latest checkpoint (or bundle=true: the exported ONNX policy;
+                             policy=zero: zero actions, i.e. the plan alone for a guidance=plan run)
   play run=DIR               render a browser-playable mp4 into DIR/videos
   export run=DIR             write DIR/bundle/policy.onnx + policy.yaml
   sitl bundle=DIR            fly a bundle in software-in-the-loop (ROS 2 nodes over DDS when available)

@@ -198,15 +198,22 @@ def train_one(cfg: DictConfig) -> Path:
 
 # -- eval ---------------------------------------------------------------------------------------------
 def cmd_eval(args: list[str]) -> dict:
-    opts, overrides = _split(args, ("run", "checkpoint", "bundle", "name"))
+    opts, overrides = _split(args, ("run", "checkpoint", "bundle", "name", "policy"))
     if "run" not in opts:
         raise ConfigError("eval needs run=<run directory>")
+    if opts.get("policy", "trained") not in ("trained", "zero"):
+        raise ConfigError(f"eval policy= is 'trained' (default) or 'zero', not '{opts['policy']}'")
     return evaluate_run(Path(opts["run"]), overrides, opts.get("checkpoint"),
-                        opts.get("bundle", "false").lower() == "true", opts.get("name"))  # fmt: skip
+                        opts.get("bundle", "false").lower() == "true", opts.get("name"),
+                        zero_policy=opts.get("policy") == "zero")  # fmt: skip
 
 
 def evaluate_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | None = None,
-                 use_bundle: bool = False, name: str | None = None) -> dict:  # fmt: skip
+                 use_bundle: bool = False, name: str | None = None, zero_policy: bool = False) -> dict:  # fmt: skip
+    """Evaluate a run's policy (its checkpoint, or its exported bundle through the deploy runtime).
+
+    zero_policy: act with zeros instead; for a plan-guided run that is the plan alone (k * a_rl = 0).
+    """
     from robot_rl.evaluation.evaluate import deploy_policy, evaluate, torch_policy
 
     cfg = _run_config(run_dir, list(overrides))
@@ -220,7 +227,9 @@ def evaluate_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | Non
         action_latency=bool(e.action_latency),
         pushes=bool(e.pushes),
     )
-    if use_bundle:
+    if zero_policy:
+        policy = lambda env: torch.zeros(env.num_envs, env.num_actions)  # noqa: E731
+    elif use_bundle:
         from robot_rl.deploy import PolicyRuntime
 
         policy = deploy_policy(PolicyRuntime(run_dir / "bundle"))
@@ -229,9 +238,11 @@ def evaluate_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | Non
         policy = torch_policy(actor)
     t0 = time.perf_counter()
     result = evaluate(env, policy, progress=True)
-    name = name or ("bundle" if use_bundle else "checkpoint") + f"_{e.randomization}"
+    kind = "zero" if zero_policy else "bundle" if use_bundle else "checkpoint"
+    name = name or f"{kind}_{e.randomization}"
     result.update(name=name, task=cfg.task.name, randomization=str(e.randomization), seed=int(e.seed),
-                  policy="onnx" if use_bundle else "torch", wall_time_s=round(time.perf_counter() - t0, 2))  # fmt: skip
+                  policy={"zero": "zero", "bundle": "onnx", "checkpoint": "torch"}[kind],
+                  wall_time_s=round(time.perf_counter() - t0, 2))  # fmt: skip
     (run_dir / "eval").mkdir(exist_ok=True)
     write_json_atomic(run_dir / "eval" / f"{name}.json", result)
     m = result["metrics"]

@@ -32,6 +32,10 @@ def test_sweep_resumes_and_skips_finished_runs(tmp_path, monkeypatch):
     assert [p["iterations"] for p in points] == [1, 2] and points[1]["env_steps"] == 2 * points[0]["env_steps"]
     table = json.loads((tmp_path / "sweep" / "table.json").read_text())
     assert set(table) >= {"dense", "plan"} and table["dense"]["cap"] == points[1]["env_steps"]
+    # plan-only success of the plan-guided run: its plan controller with a zero residual
+    plan_only = sweep.commands.evaluate_run(tmp_path / "sweep" / "plan_s0", ["eval.episodes=8"], zero_policy=True)
+    assert plan_only["policy"] == "zero" and (tmp_path / "sweep" / "plan_s0" / "eval" / "zero_train.json").exists()
+    assert 0.0 <= plan_only["metrics"]["success_rate"] <= 1.0 and plan_only["reward_terms"]
 
     # Finished: nothing is trained again.
     stamp = curve.stat().st_mtime_ns

@@ -69,6 +69,10 @@ def test_foreign_checkpoint(tmp_path):
     assert_one_line_error(run_cli("eval", f"run={run}"), "not a robot_rl checkpoint")
 
 
+def test_unknown_eval_policy(tmp_path):
+    assert_one_line_error(run_cli("eval", f"run={tmp_path}", "policy=random"), "'trained' (default) or 'zero'")
+
+
 def test_not_a_run_directory(tmp_path):
     assert_one_line_error(run_cli("eval", f"run={tmp_path}"), "not a run directory")
 
