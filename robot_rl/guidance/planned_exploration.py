@@ -62,6 +62,11 @@ class PlanGuidanceConfig:
     base_gain: float = 1.0  # weight of the plan-following action
     residual_scale: float = 0.5  # k: weight of the policy's residual (its exploration noise scales with it)
     approach_gain: float = 0.7  # fraction of the remaining TCP error commanded per step
+    # Annealing: base_gain and residual_scale move linearly to their *_final values over anneal_env_steps
+    # env steps of training (0: constant), e.g. to hand control from the plan to the policy.
+    base_gain_final: float | None = None
+    residual_scale_final: float | None = None
+    anneal_env_steps: int = 0
     subgoal_timeout_s: float = 3.0
     rule: str = "bandit"  # bandit | value_bonus
     bonus: float = 1.0
@@ -75,6 +80,15 @@ class PlanGuidanceConfig:
     def __post_init__(self):
         if self.planner not in ("oracle", "llm"):
             raise ValueError(f"unknown planner '{self.planner}' (oracle, llm)")
+        if self.anneal_env_steps < 0:
+            raise ValueError(f"anneal_env_steps must be >= 0, got {self.anneal_env_steps}")
+
+    def gains(self, env_steps: int) -> tuple[float, float]:
+        """(base_gain, residual_scale) after env_steps of training."""
+        f = min(1.0, env_steps / self.anneal_env_steps) if self.anneal_env_steps > 0 else 0.0
+        b1 = self.base_gain if self.base_gain_final is None else self.base_gain_final
+        k1 = self.residual_scale if self.residual_scale_final is None else self.residual_scale_final
+        return self.base_gain + f * (b1 - self.base_gain), self.residual_scale + f * (k1 - self.residual_scale)
 
 
 def plan_config(d: dict) -> PlanGuidanceConfig:
@@ -142,6 +156,7 @@ class PlanGuidedEnv:
         self.target = torch.zeros(n, 3, dtype=torch.float64)
         self.chosen = torch.full((n, MAX_SUBGOALS), -1, dtype=torch.long)  # option that achieved each subgoal
         self.steps = 0
+        self.env_steps = 0  # training progress for the gain schedule; set_progress() on resume / evaluation
         self.achieved_total = torch.zeros(MAX_SUBGOALS, dtype=torch.long)
         self._start_worlds(torch.arange(n))
 
@@ -313,7 +328,9 @@ class PlanGuidedEnv:
 
     def step(self, actions: torch.Tensor):
         a_rl = torch.as_tensor(actions, dtype=torch.float64).reshape(self.num_envs, self.num_actions)
-        a = (self.cfg.base_gain * self.base_action() + self.cfg.residual_scale * a_rl).clamp(-1.0, 1.0)
+        base_gain, k = self.cfg.gains(self.env_steps)
+        a = (base_gain * self.base_action() + k * a_rl).clamp(-1.0, 1.0)
+        self.env_steps += self.num_envs
         lay_before = self.task.layout_id.clone()
         _, reward, dones, extras = self.env.step(a)
         self.steps += 1
@@ -375,8 +392,10 @@ class PlanGuidedEnv:
 
     # -- records ---------------------------------------------------------------------------------
     def summary(self) -> dict:
+        base_gain, k = self.cfg.gains(self.env_steps)
         return {
             "planner": self.cfg.planner,
+            "gains": {"env_steps": self.env_steps, "base_gain": base_gain, "residual_scale": k},
             "requests": self.client.requests_made if self.client is not None else 0,
             "layouts": [
                 {
@@ -394,6 +413,10 @@ class PlanGuidedEnv:
             "option_history": self.selector.history,
             "replans": dict(self.selector.replans),
         }
+
+    def set_progress(self, env_steps: int) -> None:
+        """Place the gain schedule at a checkpoint's training progress (resumed training, evaluation)."""
+        self.env_steps = int(env_steps)
 
     def save(self, out_dir: Path) -> Path:
         out_dir.mkdir(parents=True, exist_ok=True)

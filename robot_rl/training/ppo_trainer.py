@@ -142,6 +142,8 @@ class PPOTrainer:
         self.total_steps = int(d["total_steps"])
         self.train_time_s = float(d["train_time_s"])
         set_rng_state(self.env, d["rng"])
+        if hasattr(self.env, "set_progress"):  # schedules of a guided env continue where training left off
+            self.env.set_progress(self.total_steps)
 
     # -- training ---------------------------------------------------------------------------------
     def learn(self, iterations: int, save_every: int = 50, progress: bool = True) -> dict:

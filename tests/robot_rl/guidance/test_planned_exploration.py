@@ -5,6 +5,7 @@ from an injected wrong option; plan artifacts."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ from sim.env import BatchedEnv, EnvConfig  # noqa: E402
 from sim.tasks.arm import ArmPickPlace  # noqa: E402
 
 WORLDS, LAYOUTS = 16, 2
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def make_env() -> BatchedEnv:
@@ -82,3 +84,41 @@ def test_correction_moves_away_from_an_injected_wrong_option():
         assert right["achieved"] > wrong["achieved"]
         p_wrong, p_right = env.selector.probabilities(layout, 1, 2)
         assert p_right > p_wrong
+
+
+def test_gains_anneal_from_the_plan_to_the_policy_and_resume_at_a_checkpoint_progress():
+    cfg = PlanGuidanceConfig(base_gain=1.0, residual_scale=0.5, base_gain_final=0.0, residual_scale_final=1.0,
+                             anneal_env_steps=10 * WORLDS)  # fmt: skip
+    assert cfg.gains(0) == (1.0, 0.5) and cfg.gains(5 * WORLDS) == (0.5, 0.75) and cfg.gains(99 * WORLDS) == (0.0, 1.0)
+    assert PlanGuidanceConfig(anneal_env_steps=0).gains(10**9) == (1.0, 0.5)  # constant without a schedule
+    env = PlanGuidedEnv(make_env(), cfg)
+    env.reset()
+    a_rl = 0.4 * torch.ones(WORLDS, env.num_actions, dtype=torch.float64)
+    for step in range(12):
+        base = env.base_action()
+        env.step(a_rl)
+        g, k = cfg.gains(step * WORLDS)
+        assert torch.allclose(env.task.action, (g * base + k * a_rl).clamp(-1.0, 1.0)), step
+    assert env.summary()["gains"] == {"env_steps": 12 * WORLDS, "base_gain": 0.0, "residual_scale": 1.0}
+    env.set_progress(5 * WORLDS)  # a resumed run (PPOTrainer.load) continues the schedule, not from 0
+    base = env.base_action()
+    env.step(a_rl)
+    assert torch.allclose(env.task.action, (0.5 * base + 0.75 * a_rl).clamp(-1.0, 1.0))
+    with pytest.raises(ValueError, match="anneal_env_steps"):
+        PlanGuidanceConfig(anneal_env_steps=-1)
+
+
+def test_a_loaded_checkpoint_places_the_gain_schedule_at_its_training_progress(tmp_path):
+    from omegaconf import OmegaConf
+
+    from robot_rl.training.ppo_trainer import PPOTrainer
+
+    algo = OmegaConf.to_container(OmegaConf.load(ROOT / "configs" / "algo" / "ppo.yaml"), resolve=True)
+    cfg = PlanGuidanceConfig(base_gain_final=0.0, anneal_env_steps=100 * WORLDS)
+    trainer = PPOTrainer(PlanGuidedEnv(make_env(), cfg), algo)
+    trainer.total_steps = 40 * WORLDS
+    trainer.save(tmp_path / "model.pt")
+    fresh = PlanGuidedEnv(make_env(), cfg)
+    assert fresh.env_steps == 0
+    PPOTrainer(fresh, algo).load(tmp_path / "model.pt")
+    assert fresh.env_steps == 40 * WORLDS and fresh.cfg.gains(fresh.env_steps)[0] == pytest.approx(0.6)
