@@ -77,7 +77,8 @@ class BatchedEnv:
         reward = torch.zeros(self.num_envs, dtype=torch.float64)
         for name, value in terms.items():
             reward += value
-            self._term_sums.setdefault(name, torch.zeros(self.num_envs, dtype=torch.float64))
+            if name not in self._term_sums:  # not setdefault: that would allocate a buffer every step
+                self._term_sums[name] = torch.zeros(self.num_envs, dtype=torch.float64)
             self._term_sums[name] += value
         terminated = self.task.terminated()
         time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated

@@ -44,8 +44,12 @@ def layout_size(layout: list[dict]) -> int:
     return sum(int(t["dim"]) for t in layout)
 
 
-def build_observation(layout: list[dict], raw: dict[str, torch.Tensor]) -> torch.Tensor:
-    cache: dict[int, torch.Tensor] = {}
+def build_observation(
+    layout: list[dict], raw: dict[str, torch.Tensor], rotations: dict[str, torch.Tensor] | None = None
+) -> torch.Tensor:
+    """The layout's observation from raw inputs; rotations: quat_xyzw_to_rotmat of quaternion inputs, by input
+    name, where the caller has already computed them."""
+    cache: dict[int, torch.Tensor] = {id(raw[k]): r for k, r in (rotations or {}).items()}
 
     def rot(q: torch.Tensor) -> torch.Tensor:
         if id(q) not in cache:
@@ -54,7 +58,13 @@ def build_observation(layout: list[dict], raw: dict[str, torch.Tensor]) -> torch
 
     parts = []
     for t in layout:
-        v = OPS[t["op"]](rot, *(raw[k] for k in t["inputs"])) * float(t.get("scale", 1.0))
+        v = OPS[t["op"]](rot, *(raw[k] for k in t["inputs"]))
+        # a scale of 1 and an infinite clip change no bit: skip those passes over the batch
+        scale = float(t.get("scale", 1.0))
+        if scale != 1.0:
+            v = v * scale
         c = float(t.get("clip", float("inf")))
-        parts.append(v.clamp(-c, c))
+        if c != float("inf"):
+            v = v.clamp(-c, c)
+        parts.append(v)
     return torch.cat(parts, dim=-1).float()

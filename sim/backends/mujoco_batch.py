@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 STATE_FIELDS = ("qpos", "qvel", "act", "ctrl", "time", "xfrc_applied", "qacc_warmstart", "mocap_pos", "mocap_quat")
+_TIME = int(mujoco.mjtState.mjSTATE_TIME)
 
 
 class ModelError(ValueError):
@@ -51,14 +52,40 @@ class MujocoBatchBackend:
         self._renderer = None
 
     # -- stepping ---------------------------------------------------------------------------
-    def step(self, nsubsteps: int = 1) -> None:
-        """Advance every world; state fields are current afterwards (derived fields are not used)."""
-        self.batch.step(nstep=nsubsteps)
+    def step(self, nsubsteps: int = 1, ctrl: torch.Tensor | None = None) -> None:
+        """Advance every world; state fields are current afterwards (derived fields are not used).
+
+        ctrl: None holds the current controls; else (num_worlds, nsubsteps, nu) controls, row k written before
+        substep k: bit-identical to nsubsteps step(1) calls with ctrl[:, k] written before each, in one pass
+        over the worlds (each call loads and saves every world's state, a cost of its own).
+        """
+        if ctrl is None:
+            self.batch.step(nstep=nsubsteps)
+        else:
+            self._step_controls(nsubsteps, ctrl)
         self._check()
 
+    def _step_controls(self, k: int, ctrl: torch.Tensor) -> None:
+        shape = (self.num_worlds, k, self.model.nu)
+        if tuple(ctrl.shape) != shape:
+            raise ValueError(f"ctrl must be {shape} (worlds, substeps, actuators), not {tuple(ctrl.shape)}")
+        ctrl = np.ascontiguousarray(ctrl.detach().cpu().numpy(), dtype=np.float64)
+        time = self.batch.rollout(k, control=ctrl, record=(_TIME,))[_TIME][..., 0]
+        # a rollout stops a world after a substep that raised a MuJoCo warning (mj_step resets a diverged world
+        # and goes on); such a world's time repeats from there: finish its substeps as single steps
+        stopped = np.nonzero(time[:, -1] == time[:, -2])[0] if k > 1 else ()
+        for w in stopped:
+            done = k - int(np.count_nonzero(time[w, 1:] == time[w, :-1]))
+            for s in range(done, k):
+                self._np["ctrl"][w] = ctrl[w, s]
+                self.batch.step(ids=[w], nstep=1)
+
     def _check(self) -> None:
-        if np.any(~np.isfinite(self._np["qpos"])):
-            bad = np.nonzero(~np.all(np.isfinite(self._np["qpos"]), axis=1))[0]
+        qpos = self._np["qpos"]
+        # one reduction without temporaries: a NaN or Inf anywhere makes the sum non-finite (an overflowing
+        # sum of finite values only costs the exact check below)
+        if not np.isfinite(qpos.sum()) and not np.all(np.isfinite(qpos)):
+            bad = np.nonzero(~np.all(np.isfinite(qpos), axis=1))[0]
             raise FloatingPointError(f"simulation diverged in worlds {bad[:8].tolist()}")
 
     def reset(self, ids: torch.Tensor | np.ndarray) -> None:

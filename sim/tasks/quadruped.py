@@ -273,6 +273,8 @@ class QuadrupedVelocity:
         self.act_scale = torch.tensor(scale, dtype=torch.float64)
         self.act_low = torch.tensor(JOINT_LOW, dtype=torch.float64)
         self.act_high = torch.tensor(JOINT_HIGH, dtype=torch.float64)
+        span = self.act_high - self.act_low
+        self.soft_low, self.soft_high = self.act_low + 0.05 * span, self.act_high - 0.05 * span  # 90% soft limits
         self.obs_layout = obs_layout(self.observe_lin_vel)
         self.curriculum = False  # on_iteration (training only) turns the terrain curriculum on
         if self.terrain == "rough":
@@ -342,6 +344,7 @@ class QuadrupedVelocity:
             self.mass = backend.expand("body_mass")
             self.friction = backend.expand("geom_friction")
         self.latency = torch.zeros(n, dtype=torch.long)
+        self.substep_index = torch.arange(self.substeps).unsqueeze(0)  # (1, substeps), against latency
         self.action = torch.zeros(n, 12, dtype=torch.float64)
         self.prev_action = torch.zeros_like(self.action)
         self.target = self.act_offset.repeat(n, 1)  # joint targets the servos hold
@@ -365,6 +368,7 @@ class QuadrupedVelocity:
             hi = min(self.max_init_level, self.terrain_levels - 1)
             self.level = torch.randint(0, hi + 1, (n,), generator=rng)
         self.contacts = torch.zeros(n, 17, dtype=torch.float64)
+        self.down = torch.tensor([0.0, 0.0, -1.0], dtype=torch.float64).expand(n, 3)  # gravity's direction, world
         self.touchdown = torch.zeros(n, 4, dtype=torch.bool)
         self.step_air_time = torch.zeros(n, 4, dtype=torch.float64)
         self.last_raw: dict[str, torch.Tensor] = {}
@@ -493,13 +497,14 @@ class QuadrupedVelocity:
         """One control period of the motors' PD loops toward joint targets (n, 12)."""
         b = self.backend
         self.last_qvel = b.qvel[:, 6:].clone()
-        for k in range(self.substeps):
-            # new targets reach the motors `latency` substeps late (bus and motor-driver cycle)
-            b.ctrl[:] = torch.where((k >= self.latency).unsqueeze(1), target, self.target)
-            b.step(1)
+        # new targets reach the motors `latency` substeps late (bus and motor-driver cycle): every substep's
+        # controls are known now, so the whole period runs as one backend call
+        arrived = (self.substep_index >= self.latency.unsqueeze(1)).unsqueeze(2)  # (n, substeps, 1)
+        b.step(self.substeps, ctrl=torch.where(arrived, target.unsqueeze(1), self.target.unsqueeze(1)))
         self.target = target
-        self._update_status()
-        self._refresh_raw(None)
+        rot = self._attitude()  # one rotation for the status and the observation, both of this state
+        self._update_status(rot)
+        self._refresh_raw(None, rot)
 
     def interval_events(self, step: torch.Tensor) -> None:
         if self.command_resample_s > 0:
@@ -515,23 +520,30 @@ class QuadrupedVelocity:
             v = self.dr["push_speed"]
             self.backend.qvel[due, 0:2] += self._uniform(len(due), -v, v, 2)
 
-    def _body_state(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _trunk_quaternion(self, ids: torch.Tensor | None = None) -> torch.Tensor:
+        """The trunk's attitude in ROS order xyzw (MuJoCo's qpos holds wxyz)."""
+        q = self.backend.qpos[slice(None) if ids is None else ids, 3:7]
+        return torch.cat([q[:, 1:4], q[:, 0:1]], dim=1)
+
+    def _attitude(self) -> torch.Tensor:
+        """Body-to-world rotation of every trunk (n, 3, 3)."""
+        return quat_xyzw_to_rotmat(self._trunk_quaternion())
+
+    def _body_state(self, rot: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Body-frame linear velocity, body-frame angular velocity, projected gravity (noise-free)."""
         b = self.backend
-        q = b.qpos[:, 3:7]
-        rot = quat_xyzw_to_rotmat(torch.cat([q[:, 1:4], q[:, 0:1]], dim=1))
         lin = to_body(b.qvel[:, 0:3], rot)
-        gravity = to_body(torch.tensor([0.0, 0.0, -1.0], dtype=torch.float64).expand(self.n, 3), rot)
+        gravity = to_body(self.down, rot)
         return lin, b.qvel[:, 3:6], gravity  # MuJoCo's free-joint angular velocity is in the body frame
 
-    def _update_status(self) -> None:
-        """After a control step: contacts, falls, air time and the tracking statistics."""
+    def _update_status(self, rot: torch.Tensor) -> None:
+        """After a control step: contacts, falls, air time and the tracking statistics; rot is _attitude()."""
         dt = self.control_dt
         self.steps += 1
         self.since_command += 1
         # contact sensors ("found" counts), from the start of the last substep
         self.contacts = self.backend.derived("sensordata")[:, :17].double()
-        lin, ang, gravity = self._body_state()
+        lin, ang, gravity = self._body_state(rot)
         self.lin_vel, self.ang_vel, self.gravity = lin, ang, gravity
         self.fell = (self.contacts[:, BODY_CONTACTS] > 0).any(dim=1) | (gravity[:, 2] > 0.0)  # or upside down
         lin_err = (self.command[:, :2] - lin[:, :2]).norm(dim=1)
@@ -556,13 +568,18 @@ class QuadrupedVelocity:
         self.air_time = self.air_time * ~touch
 
     # -- observations and rewards ----------------------------------------------------------------
-    def raw_state(self, noisy: bool, ids: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        """Robot state in the units and frames a Go1's low-level state and estimator report."""
+    def raw_state(
+        self, noisy: bool, ids: torch.Tensor | None = None, rot: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Robot state in the units and frames a Go1's low-level state and estimator report.
+
+        rot: the trunk's rotation matrices of these worlds when the caller has them (_attitude()).
+        """
         b = self.backend
         sel = slice(None) if ids is None else ids
-        q = b.qpos[sel, 3:7]
-        quat = torch.cat([q[:, 1:4], q[:, 0:1]], dim=1)  # ROS order xyzw
-        rot = quat_xyzw_to_rotmat(quat)
+        quat = self._trunk_quaternion(ids)
+        if rot is None:
+            rot = quat_xyzw_to_rotmat(quat)
         k = quat.shape[0]
         raw = {
             "base_linear_velocity": to_body(b.qvel[sel, 0:3], rot),
@@ -580,8 +597,8 @@ class QuadrupedVelocity:
                 raw[key] = raw[key] + std * torch.randn(raw[key].shape, generator=self.rng, dtype=torch.float64)
         return raw
 
-    def _refresh_raw(self, ids: torch.Tensor | None) -> None:
-        raw = self.raw_state(noisy=self.cfg.obs_noise, ids=ids)
+    def _refresh_raw(self, ids: torch.Tensor | None, rot: torch.Tensor | None = None) -> None:
+        raw = self.raw_state(noisy=self.cfg.obs_noise, ids=ids, rot=rot)
         if ids is None:
             self.last_raw = raw
             return
@@ -592,8 +609,9 @@ class QuadrupedVelocity:
 
     def observations(self) -> dict[str, torch.Tensor]:
         policy = build_observation(self.obs_layout, self.last_raw)
-        clean_raw = self.raw_state(noisy=False)
-        clean = build_observation(self.obs_layout, clean_raw)
+        rot = self._attitude()  # after this step's resets
+        clean_raw = self.raw_state(noisy=False, rot=rot)
+        clean = build_observation(self.obs_layout, clean_raw, rotations={"quaternion": rot})
         b = self.backend
         privileged = [
             clean,
@@ -614,8 +632,7 @@ class QuadrupedVelocity:
         # steps longer than 0.5 s pay, shorter ones cost; only when asked to move
         air = ((self.step_air_time - 0.5) * self.touchdown).sum(dim=1) * (self.command[:, :2].norm(dim=1) > 0.1)
         torque = b.derived("actuator_force")
-        span = self.act_high - self.act_low
-        soft_low, soft_high = self.act_low + 0.05 * span, self.act_high - 0.05 * span  # 90% soft limits
+        soft_low, soft_high = self.soft_low, self.soft_high
         terms = {
             "tracking_lin_vel": w.tracking_lin_vel
             * torch.exp(-((self.command[:, :2] - lin[:, :2]) ** 2).sum(dim=1) / self.tracking_sigma),

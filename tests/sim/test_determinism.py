@@ -60,3 +60,33 @@ def test_world_reset_mid_run_equals_fresh_world():
         for f in ("qpos", "qvel", "act", "time"):
             assert torch.equal(getattr(env.backend, f)[3], getattr(fresh.backend, f)[3]), f
     assert torch.equal(env.task.firmware.rate_int[3], fresh.task.firmware.rate_int[3])
+
+
+def test_step_with_per_substep_controls_equals_single_steps(tmp_path, monkeypatch):
+    """backend.step(k, ctrl) runs k substeps in one call; it must match k step(1) calls with ctrl[:, s] written
+    before each, also for worlds that MuJoCo resets mid-call on a warning (where a rollout alone would stop)."""
+    from sim.backends import load_model, make_backend
+
+    monkeypatch.chdir(tmp_path)  # MuJoCo logs the warnings to MUJOCO_LOG.TXT in the working directory
+    from sim.tasks.quadruped import FLAT_SCENE
+
+    model = load_model(FLAT_SCENE)
+    one_call, loop = (make_backend("mujoco", model, 8, nthread=2) for _ in range(2))
+    for b in (one_call, loop):
+        b.derived("sensordata")
+        b.qpos[:, 2] += 0.3
+        b.forward()
+    g = torch.Generator().manual_seed(0)
+    for i in range(12):
+        if i in (3, 8):
+            for b in (one_call, loop):
+                b.qvel[5, 0] = float("inf")  # bad velocity: reset with a warning at the next substep
+        ctrl = torch.rand(8, 4, model.nu, generator=g, dtype=torch.float64) * 2 - 1
+        one_call.step(4, ctrl=ctrl)
+        for s in range(4):
+            loop.ctrl[:] = ctrl[:, s]
+            loop.step(1)
+        for f in ("qpos", "qvel", "ctrl", "time", "qacc_warmstart"):
+            assert torch.equal(getattr(one_call, f), getattr(loop, f)), (i, f)
+        assert torch.equal(one_call.derived("sensordata"), loop.derived("sensordata"))
+    assert one_call.batch.warning[5, :, 1].sum() > 0  # the reset really happened
