@@ -3,7 +3,7 @@
 Prints, from one run and one process:
   - batched env steps/s at 1024 worlds, with and without policy inference,
   - raw mujoco.batch control steps/s of the same model and substeps (ctrl set, no task code),
-  - the ratio env / raw (goal >= 0.8),
+  - the ratio env / raw (goal >= 0.8), env and raw timed in alternating blocks so load changes cancel,
   - the speedup over robot_rl/CrazyflieHover-v0 in a plain Gymnasium loop and in SyncVectorEnv;
   - with --tasks, the same env / raw ratio for other tasks (arm, quadruped, swarm), each against raw
     mujoco.batch stepping of its own model and substeps from the env's own start states.
@@ -33,6 +33,24 @@ def time_it(fn, steps: int) -> float:
     return time.perf_counter() - t0
 
 
+def time_alternating(fn_a, fn_b, steps: int, blocks: int = 10) -> tuple[float, float]:
+    """Seconds for `steps` calls of each, timed in alternating blocks, so a change of machine load
+    during the run weighs on both sides of a ratio alike (timing one after the other moved it by 0.3)."""
+    fn_a(), fn_b()  # warm up
+    t_a = t_b = 0.0
+    per = max(1, steps // blocks)
+    for _ in range(blocks):
+        t0 = time.perf_counter()
+        for _ in range(per):
+            fn_a()
+        t1 = time.perf_counter()
+        for _ in range(per):
+            fn_b()
+        t_a, t_b = t_a + t1 - t0, t_b + time.perf_counter() - t1
+    scale = steps / (per * blocks)
+    return t_a * scale, t_b * scale
+
+
 def task_ratio(name: str, n: int, steps: int) -> tuple[float, float]:
     """(env steps/s with zero actions, raw mujoco.batch control steps/s) for one task, same process."""
     from sim.env import BatchedEnv, EnvConfig
@@ -40,7 +58,6 @@ def task_ratio(name: str, n: int, steps: int) -> tuple[float, float]:
 
     env = BatchedEnv(make_task(name), EnvConfig(num_worlds=n, nthread=0, pushes=False))
     zeros = torch.zeros(n, env.num_actions, dtype=torch.float64)
-    t_env = time_it(lambda: env.step(zeros), steps)
     model = mujoco.MjModel.from_xml_path(str(env.task.model_path))
     batch = mujoco.batch.Batch(model, n, nthread=0)
     for f in ("qpos", "qvel", "ctrl"):
@@ -54,7 +71,7 @@ def task_ratio(name: str, n: int, steps: int) -> tuple[float, float]:
             ctrl[:] = held
             batch.step(nstep=1)
 
-    t_raw = time_it(raw_step, steps)
+    t_env, t_raw = time_alternating(lambda: env.step(zeros), raw_step, steps)
     env.close()
     return n * steps / t_env, n * steps / t_raw
 
@@ -76,7 +93,6 @@ def main() -> None:
     task = make_task("crazyflie_hover")
     env = BatchedEnv(task, EnvConfig(num_worlds=n, nthread=0))
     zeros = torch.zeros(n, 4, dtype=torch.float64)
-    t_env = time_it(lambda: env.step(zeros), steps)
 
     # policy inference: the default actor size, normalizer included
     from robot_rl.training.ppo_trainer import PPOTrainer
@@ -110,7 +126,7 @@ def main() -> None:
             ctrl[:] = 0.066
             batch.step(nstep=1)
 
-    t_raw = time_it(raw_step, steps)
+    t_env, t_raw = time_alternating(lambda: env.step(zeros), raw_step, steps)
 
     # Gymnasium: one world per env, plain loop and SyncVectorEnv of 16
     import gymnasium as gym

@@ -304,6 +304,7 @@ class ArmTask(ABC):
         self.friction_scale = torch.ones(n, dtype=torch.float64)
         self.kp_scale = torch.ones(n, dtype=torch.float64)
         self.latency = torch.zeros(n, dtype=torch.long)
+        self.substep_index = torch.arange(self.substeps).unsqueeze(0)  # (1, substeps), against latency
         if self.dr:
             self.mass = backend.expand("body_mass")
             self.friction = backend.expand("geom_friction")
@@ -497,11 +498,10 @@ class ArmTask(ABC):
     def apply_joint_targets(self, target: torch.Tensor) -> None:
         """One control period of the servos holding joint position targets (n, 9): what a ros2_control
         forward position controller or Franka's joint impedance does with the command it last got."""
-        b = self.backend
-        for k in range(self.substeps):
-            # new targets reach the servos after `latency` substeps (bus + controller cycle)
-            b.ctrl[:] = torch.where((k >= self.latency).unsqueeze(1), target, self.prev_ctrl)
-            b.step(1)
+        # new targets reach the servos after `latency` substeps (bus + controller cycle): every substep's
+        # controls are known now, so the period runs as one backend call
+        arrived = (self.substep_index >= self.latency.unsqueeze(1)).unsqueeze(2)  # (n, substeps, 1)
+        self.backend.step(self.substeps, ctrl=torch.where(arrived, target.unsqueeze(1), self.prev_ctrl.unsqueeze(1)))
         self.prev_ctrl = target
         self._update_status()
         self._refresh_raw(None)
