@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -49,6 +50,10 @@ def run_one(out: Path, task: str, variant: str, seed: int, args) -> list[dict]:
         "train.progress=false",
         f"train.save_every={args.chunk_iterations}",
     ]
+    if not curve and (run / "config.yaml").exists() and not list(run.glob("checkpoints/model_*.pt")):
+        # a run that failed before its first checkpoint (e.g. a bad override) holds nothing to resume
+        print(f"[{variant} seed {seed}] {run} has no checkpoint: starting it again", flush=True)
+        shutil.rmtree(run)
     for chunk in range(len(curve), args.chunks):
         iterations = (chunk + 1) * args.chunk_iterations
         checkpoint = run / "checkpoints" / f"model_{iterations}.pt"

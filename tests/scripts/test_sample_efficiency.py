@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,12 @@ def test_sweep_resumes_and_skips_finished_runs(tmp_path, monkeypatch):
     assert [p["iterations"] for p in again] == [1, 2]
     meta = json.loads((tmp_path / "sweep" / "dense_s0" / "meta.json").read_text())
     assert meta["iterations"] == 2 and meta["total_steps"] == points[1]["env_steps"]
+
+    # Failed before its first checkpoint (config written, no model): started again, not a crash.
+    shutil.rmtree(tmp_path / "sweep" / "dense_s0" / "checkpoints")
+    curve.unlink()
+    assert sweep.main(argv) == 0
+    assert [p["iterations"] for p in json.loads(curve.read_text())] == [1, 2]
 
 
 def test_table_reports_every_level_and_censors_runs_that_never_reach_it(tmp_path):
