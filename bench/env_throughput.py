@@ -52,12 +52,18 @@ def time_alternating(fn_a, fn_b, steps: int, blocks: int = 10) -> tuple[float, f
     return t_a * scale, t_b * scale
 
 
-def task_ratio(name: str, n: int, steps: int) -> tuple[float, float]:
-    """(env steps/s with zero actions, raw mujoco.batch control steps/s) for one task, same process."""
+def task_ratio(spec: str, n: int, steps: int) -> tuple[float, float]:
+    """(env steps/s with zero actions, raw mujoco.batch control steps/s) for one task, same process.
+
+    spec: a task name, optionally with parameters, e.g. quadruped_velocity:terrain=rough."""
+    import yaml
+
     from sim.env import BatchedEnv, EnvConfig
     from sim.tasks import make_task
 
-    env = BatchedEnv(make_task(name), EnvConfig(num_worlds=n, nthread=0, pushes=False))
+    name, *params = spec.split(":")
+    kwargs = {k: yaml.safe_load(v) for k, v in (x.split("=", 1) for x in params)}
+    env = BatchedEnv(make_task(name, **kwargs), EnvConfig(num_worlds=n, nthread=0, pushes=False))
     zeros = torch.zeros(n, env.num_actions, dtype=torch.float64)
     model = mujoco.MjModel.from_xml_path(str(env.task.model_path))
     batch = mujoco.batch.Batch(model, n, nthread=0)
@@ -78,7 +84,12 @@ def main() -> None:
     ap.add_argument("--worlds", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--gym-steps", type=int, default=2000)
-    ap.add_argument("--tasks", default="", help="comma-separated further tasks to compare with raw stepping")
+    ap.add_argument(
+        "--tasks",
+        default="",
+        help="comma-separated further tasks to compare with raw stepping "
+        "(name or name:param=value:..., e.g. quadruped_velocity:terrain=rough)",
+    )
     args = ap.parse_args()
     torch.set_num_threads(1)
     n, steps = args.worlds, args.steps
@@ -156,7 +167,7 @@ def main() -> None:
           f"{sps_env / sps_vec:.1f}x (goal >= 5x)")  # fmt: skip
     for name in filter(None, args.tasks.split(",")):
         env_sps, raw_sps = task_ratio(name, n, steps)
-        print(f"{name:24s} env {env_sps:12,.0f}  raw {raw_sps:12,.0f}  env/raw {env_sps / raw_sps:5.2f}  (goal >= 0.8)")
+        print(f"{name:34s} env {env_sps:12,.0f}  raw {raw_sps:12,.0f}  env/raw {env_sps / raw_sps:5.2f}  (goal >= 0.8)")
 
 
 if __name__ == "__main__":
