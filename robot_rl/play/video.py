@@ -33,6 +33,14 @@ def write_mp4(frames: list[np.ndarray], path: Path, fps: int) -> Path:
     return path
 
 
+def position_error(task) -> float:
+    """World 0's distance to its goal as the task measures it (an arm's object or TCP, a drone's or a
+    legged robot's position error); NaN for a task without one."""
+    if hasattr(task, "goal_error"):
+        return float(task.goal_error()[0])
+    return float(task.pos_err[0]) if hasattr(task, "pos_err") else float("nan")
+
+
 def record(env, policy, path: Path, seconds: float, camera: str, width: int, height: int, fps: int = 50) -> dict:
     """Run the policy in world 0 of env and film it; returns a small summary of the flight."""
     env.reset()
@@ -43,7 +51,7 @@ def record(env, policy, path: Path, seconds: float, camera: str, width: int, hei
     for k in range(steps):
         if k % every == 0:
             frames.append(env.backend.render(0, camera=camera, width=width, height=height))
-        errors.append(float(env.task.pos_err[0]))  # before the step: a time-out resets the world
+        errors.append(position_error(env.task))  # before the step: a time-out resets the world
         _, _, dones, _ = env.step(policy(env))
         if bool(dones[0]):
             break

@@ -236,3 +236,5 @@ def test_two_iteration_training_run_exports_a_bundle(tmp_path):
     assert 0.0 <= result["metrics"]["success_rate"] <= 1.0 and math.isfinite(result["metrics"]["mean_return"])
     # the task's further outcomes reach the evaluation summary (tracking errors of the acceptance check)
     assert all(math.isfinite(result["metrics"][k]) for k in ("mean_lin_vel_error", "mean_yaw_rate_error", "mean_fall"))
+    video = commands.play_run(run, ["play.seconds=1.0", "play.width=160", "play.height=128"])  # `robot-rl play`
+    assert video.read_bytes()[4:8] == b"ftyp" and video.stat().st_size > 2000

@@ -122,6 +122,13 @@ def arm_run(tmp_path_factory) -> Path:
     return run
 
 
+def test_play_renders_an_arm_video(arm_run):
+    from robot_rl import commands
+
+    video = commands.play_run(arm_run, ["play.seconds=1.0", "play.width=160", "play.height=128"])  # `robot-rl play`
+    assert video.read_bytes()[4:8] == b"ftyp" and video.stat().st_size > 2000
+
+
 def test_eval_with_arm_bundle_matches_torch_policy(arm_run):
     """`robot-rl eval bundle=true` on an arm run: the same episodes as the torch actor (same seed).
 
