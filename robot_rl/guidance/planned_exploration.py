@@ -414,6 +414,35 @@ class PlanGuidedEnv:
             "replans": dict(self.selector.replans),
         }
 
+    def guidance_state(self) -> dict:
+        """What online correction has learned: option statistics, the current plans (re-plans included)
+        and verification counts. Checkpoints carry it, so a resumed run or an evaluation continues from
+        it instead of trying every option, wrong ones included, from scratch."""
+        return {
+            "selector": self.selector.state_dict(),
+            "plans": [p.model_dump(mode="json") for p in self.plans],
+            "sources": list(self.sources),
+            "verifiers": [
+                {"attempts": v.attempts, "achieved": v.achieved, "ema": v.ema, "option_counts": v.option_counts}
+                for v in self.verifiers
+            ],  # fmt: skip
+        }
+
+    def load_guidance_state(self, state: dict) -> None:
+        if len(state["plans"]) != self.task.layouts:
+            raise ValueError(f"guidance state holds {len(state['plans'])} layouts' plans; this task has "
+                             f"{self.task.layouts} (task.params.layouts must match the checkpoint's run)")  # fmt: skip
+        for layout, plan in enumerate(state["plans"]):
+            self._set_plan(layout, Plan.model_validate(plan))  # validated against this scene again
+            v, saved = self.verifiers[layout], state["verifiers"][layout]
+            v.attempts, v.achieved, v.ema = list(saved["attempts"]), list(saved["achieved"]), list(saved["ema"])
+            v.option_counts = [[list(c) for c in sg] for sg in saved["option_counts"]]
+        self.selector.load_state_dict(state["selector"])
+        self.sources = list(state["sources"])
+        # worlds mid-episode keep their subgoal; an option index beyond a re-planned subgoal's options is clamped
+        lay = self.task.layout_id.clamp(min=0)
+        self.opt = torch.minimum(self.opt, self.n_opt[lay, self.sub.clamp(max=MAX_SUBGOALS - 1)] - 1)
+
     def set_progress(self, env_steps: int) -> None:
         """Place the gain schedule at a checkpoint's training progress (resumed training, evaluation)."""
         self.env_steps = int(env_steps)

@@ -127,6 +127,8 @@ class PPOTrainer:
             algo=self.algo_cfg,
             actor_cfg=self.cfg["actor"],
         )
+        if hasattr(self.env, "guidance_state"):  # what a guided env learned online (planned exploration)
+            d["guidance"] = self.env.guidance_state()
         return d
 
     def save(self, path: Path) -> None:
@@ -144,6 +146,8 @@ class PPOTrainer:
         set_rng_state(self.env, d["rng"])
         if hasattr(self.env, "set_progress"):  # schedules of a guided env continue where training left off
             self.env.set_progress(self.total_steps)
+        if "guidance" in d and hasattr(self.env, "load_guidance_state"):
+            self.env.load_guidance_state(d["guidance"])
 
     # -- training ---------------------------------------------------------------------------------
     def learn(self, iterations: int, save_every: int = 50, progress: bool = True) -> dict:

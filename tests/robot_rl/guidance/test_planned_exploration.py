@@ -122,3 +122,27 @@ def test_a_loaded_checkpoint_places_the_gain_schedule_at_its_training_progress(t
     assert fresh.env_steps == 0
     PPOTrainer(fresh, algo).load(tmp_path / "model.pt")
     assert fresh.env_steps == 40 * WORLDS and fresh.cfg.gains(fresh.env_steps)[0] == pytest.approx(0.6)
+
+
+def test_checkpoints_carry_what_online_correction_learned(tmp_path):
+    """A resumed run (or an evaluation) keeps the option statistics, plans and verification counts instead of
+    trying the injected wrong option again from scratch."""
+    from omegaconf import OmegaConf
+
+    from robot_rl.training.ppo_trainer import PPOTrainer
+
+    algo = OmegaConf.to_container(OmegaConf.load(ROOT / "configs" / "algo" / "ppo.yaml"), resolve=True)
+    cfg = PlanGuidanceConfig(inject_wrong_option=True, rule="bandit", seed=0)
+    env = PlanGuidedEnv(make_env(), cfg)
+    rollout(env, 250)
+    trainer = PPOTrainer(env, algo)
+    trainer.save(tmp_path / "model.pt")
+    learned = env.guidance_state()
+    assert sum(s["tries"] for s in learned["selector"]["stats"]["0:1"]) > 0
+    fresh = PlanGuidedEnv(make_env(), cfg)
+    assert fresh.guidance_state()["selector"]["stats"] != learned["selector"]["stats"]
+    PPOTrainer(fresh, algo).load(tmp_path / "model.pt")
+    assert fresh.guidance_state() == json.loads(json.dumps(learned))
+    assert fresh.selector.probabilities(0, 1, 2) == env.selector.probabilities(0, 1, 2)
+    with pytest.raises(ValueError, match="layouts"):
+        fresh.load_guidance_state({**learned, "plans": learned["plans"][:1]})
