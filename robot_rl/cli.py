@@ -1,4 +1,4 @@
-"""robot-rl: train, eval, play, export, sitl, dashboard, demo.
+"""robot-rl: train, imitate, eval, play, export, sitl, dashboard, demo.
 
 Arguments are Hydra-style overrides (key=value). Mistakes end with one line on stderr and exit
 code 2; nothing is left half-written.
@@ -13,6 +13,8 @@ USAGE = """usage: robot-rl COMMAND [key=value ...]
 commands:
   train [-m] [overrides]     train a policy (e.g. task=crazyflie_hover seed=1 train.iterations=60);
                              -m sweeps comma-separated values (seed=0,1,2)
+  imitate [overrides]        DAgger warm start from the task's CBF planner teacher (crazyflie_swarm);
+                             imitation.rounds=8 ...; then train init_from=<its run directory>
   eval run=DIR [overrides]   evaluate the latest checkpoint (or bundle=true: the exported ONNX policy;
                              policy=zero: zero actions, i.e. the plan alone for a guidance=plan run)
   play run=DIR               render a browser-playable mp4 into DIR/videos
@@ -76,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
         handler = getattr(commands, f"cmd_{command}", None)
         if handler is None:
-            raise UsageError(f"unknown command '{command}' (train, eval, play, export, sitl, dashboard, demo)")
+            raise UsageError(f"unknown command '{command}' (train, imitate, eval, play, export, sitl, dashboard, demo)")
         handler(args)
         return 0
     except errors as e:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from robot_rl.config import ConfigError, expand_sweep, load_config, to_yaml
 from robot_rl.envs import make_env
-from robot_rl.training.checkpoint import latest_checkpoint
+from robot_rl.training.checkpoint import latest_checkpoint, load_checkpoint
 from robot_rl.training.run_dir import (
     git_revision,
     new_run_name,
@@ -196,6 +197,75 @@ def train_one(cfg: DictConfig) -> Path:
     return run_dir
 
 
+# -- imitate ------------------------------------------------------------------------------------------
+def cmd_imitate(args: list[str]) -> Path:
+    """DAgger warm start: imitation.<field>=value set robot_rl.training.imitation.DaggerConfig, the rest are
+    the train command's overrides (task, algo, seed, task.num_worlds, runs_root, run_name)."""
+    from robot_rl.training.imitation import dagger_config
+
+    settings = {a.split("=", 1)[0].removeprefix("imitation."): a.split("=", 1)[1]
+                for a in args if a.startswith("imitation.") and "=" in a}  # fmt: skip
+    try:
+        dagger = dagger_config(settings)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    return imitate_one(load_config([a for a in args if not a.startswith("imitation.")]), dagger)
+
+
+def imitate_one(cfg: DictConfig, dagger) -> Path:
+    """A run directory (config.yaml, meta.json, imitation.json) whose checkpoints/model_0.pt is the DAgger
+    student in the PPO trainer's own checkpoint format: `robot-rl train init_from=<it>` starts PPO from it."""
+    from dataclasses import asdict
+
+    from robot_rl.training.imitation import run_dagger, teacher_actions, warm_up_critic
+    from robot_rl.training.ppo_trainer import PPOTrainer
+
+    name = cfg.run_name or new_run_name(cfg.task.name, f"{cfg.algo.name}_dagger", int(cfg.seed))
+    run_dir = Path(cfg.runs_root) / name
+    if run_dir.exists():
+        raise ConfigError(f"run directory {run_dir} exists; pick another run_name")
+    _seed_everything(int(cfg.seed))
+    env = make_env(cfg)
+    try:
+        teacher_actions(env.task, dagger.teacher)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    env.stagger_episodes()  # episodes end at different times: the samples cover every phase of a flight
+    trainer = PPOTrainer(env, OmegaConf.to_container(cfg.algo, resolve=True))
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(to_yaml(cfg))
+    write_json_atomic(run_dir / "meta.json", {
+        "run_name": name, "task": cfg.task.name, "algo": cfg.algo.name, "kind": "imitation",
+        "imitation": asdict(dagger), "seed": int(cfg.seed), "git_revision": git_revision(),
+        "versions": package_versions(), "started_at": now_iso(), "status": "running",
+    })  # fmt: skip
+    print(f"imitate: {run_dir}  ({env.num_envs} worlds, {dagger.rounds} DAgger rounds x {dagger.steps_per_round} "
+          "env steps)")  # fmt: skip
+    t0 = time.perf_counter()
+    try:
+        history = run_dagger(env, trainer.alg.get_policy(), dagger, seed=int(cfg.seed),
+                             progress=bool(cfg.train.progress))  # fmt: skip
+        critic = warm_up_critic(trainer, dagger.critic_iterations, bool(cfg.train.progress))
+    except BaseException:
+        update_meta(run_dir, status="failed", finished_at=now_iso())
+        raise
+    wall = time.perf_counter() - t0
+    # a PPO run started from this checkpoint accounts for the imitation's env steps and time
+    trainer.total_steps += dagger.rounds * dagger.steps_per_round * env.num_envs
+    trainer.train_time_s = wall
+    trainer.save(run_dir / "checkpoints" / "model_0.pt")
+    critic = {k: critic[k] for k in ("total_steps", "train_time_s", "mean_return")}
+    write_json_atomic(run_dir / "imitation.json", {"config": asdict(dagger), "rounds": history,
+                                                   "critic_warm_up": critic})  # fmt: skip
+    update_meta(run_dir, status="finished", finished_at=now_iso(), train_wall_time_s=round(wall, 2),
+                total_steps=trainer.total_steps, iterations=0)  # fmt: skip
+    last = history[-1]
+    print(f"imitation wall time: {wall:.1f} s for {trainer.total_steps:,} env steps; last round (beta "
+          f"{last['beta']:g}): loss {last['fresh_loss']:.4f} on its fresh samples, {last['train_loss']:.4f} after "
+          f"fitting; checkpoint {run_dir / 'checkpoints' / 'model_0.pt'}")  # fmt: skip
+    return run_dir
+
+
 # -- eval ---------------------------------------------------------------------------------------------
 def cmd_eval(args: list[str]) -> dict:
     opts, overrides = _split(args, ("run", "checkpoint", "bundle", "name", "policy"))
@@ -236,6 +306,11 @@ def evaluate_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | Non
     else:
         actor, _ = _load_actor(cfg, run_dir, checkpoint)
         policy = torch_policy(actor)
+    if hasattr(env, "load_guidance_state") and not zero_policy:  # the plan state and gains the policy trained with
+        saved = load_checkpoint(Path(checkpoint) if checkpoint else latest_checkpoint(run_dir))
+        env.set_progress(int(saved["total_steps"]))
+        if "guidance" in saved:
+            env.load_guidance_state(saved["guidance"])
     t0 = time.perf_counter()
     result = evaluate(env, policy, progress=True)
     kind = "zero" if zero_policy else "bundle" if use_bundle else "checkpoint"
@@ -301,7 +376,9 @@ def play_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | None = 
     out = run_dir / "videos" / "play.mp4"
     camera = p.camera if p.camera is not None else getattr(env.task, "default_camera", -1)
     info = record(env, torch_policy(actor), out, float(p.seconds), camera, int(p.width), int(p.height))
-    print(f"video: {out} ({info['frames']} frames, final position error {info['final_position_error_m'] * 100:.1f} cm)")
+    err = info["final_position_error_m"]
+    detail = f", final position error {err * 100:.1f} cm" if math.isfinite(err) else ""
+    print(f"video: {out} ({info['frames']} frames{detail})")
     _index(Path(cfg.runs_root), run_dir)
     return out
 

@@ -4,6 +4,10 @@
         --scenes 100 --gap-episodes 32 --out runs/sweeps/swarm_comparison
 
 Per seed, through `robot-rl train` (task=crazyflie_swarm algo=ppo_swarm):
+- with --imitation-rounds N > 0, first an imitation warm start (<out>/imitation_s<seed>, `robot-rl imitate`):
+  N DAgger rounds of --imitation-steps env steps on --worlds worlds from the task's sensed CBF teacher, then
+  a critic warm-up under stage 1's rewards (robot_rl/training/imitation.py); stage 1 starts from it (init_from)
+  and its wall time and env steps include it;
 - stage 1 (<out>/stage1_s<seed>): --iterations PPO iterations with the safety guide on
   (task.params.rewards.safety_guide=--guide: -guide |a - a_cbf| against the CBF-filtered planner command);
 - stage 2 (<out>/stage2_s<seed>): init_from= stage 1's final checkpoint (weights, optimizer, iteration
@@ -16,8 +20,9 @@ drones each, one --episode-s episode, with DR and observation noise as in traini
 collision-free traversal rate.
 
 Interrupt it at any time and run the same command again: a finished stage (its final checkpoint exists) is
-skipped, an interrupted one resumes from its latest checkpoint, and evaluations already written to
-<out>/eval/<name>.json are not repeated. Writes <out>/table.md and <out>/table.json (with the command).
+skipped (so is a finished warm start; an unfinished one starts over), an interrupted one resumes from its
+latest checkpoint, and evaluations already written to <out>/eval/<name>.json are not repeated. Writes
+<out>/table.md and <out>/table.json (with the command).
 """
 
 from __future__ import annotations
@@ -54,6 +59,24 @@ def common_overrides(args) -> list[str]:
             f"task.params.num_drones={args.drones}", *args.extra]  # fmt: skip
 
 
+def imitate_stage(args, seed: int) -> Path:
+    """The imitation warm start of one seed (skipped when its checkpoint exists); returns its checkpoint."""
+    run = args.out / f"imitation_s{seed}"
+    final = run / "checkpoints" / "model_0.pt"
+    if final.exists():
+        return final
+    if run.exists():  # killed before its checkpoint: a warm start is short, start over
+        shutil.rmtree(run)
+    # stage 1's rewards (the guide on): the warm start's critic learns the values stage 1 will estimate
+    overrides = [*common_overrides(args), f"task.params.rewards.safety_guide={args.guide}", f"seed={seed}",
+                 f"runs_root={args.out}", f"run_name={run.name}", "train.progress=false",
+                 f"imitation.rounds={args.imitation_rounds}",
+                 f"imitation.steps_per_round={args.imitation_steps}"]  # fmt: skip
+    print(f"[imitation seed {seed}] DAgger warm start {run}", flush=True)
+    commands.cmd_imitate(overrides)
+    return final
+
+
 def train_stage(args, stage: int, seed: int) -> Path:
     """Train (or finish, or skip) one stage of one seed; returns its final checkpoint."""
     run = args.out / f"stage{stage}_s{seed}"
@@ -73,6 +96,8 @@ def train_stage(args, stage: int, seed: int) -> Path:
                  f"train.save_every={args.save_every}", "train.progress=false"]  # fmt: skip
     if stage == 2:
         overrides.append(f"init_from={args.out / f'stage1_s{seed}' / 'checkpoints' / f'model_{args.iterations}.pt'}")
+    elif args.imitation_rounds > 0:
+        overrides.append(f"init_from={args.out / f'imitation_s{seed}' / 'checkpoints' / 'model_0.pt'}")
     print(f"[stage {stage} seed {seed}] training {run} to iteration {target}", flush=True)
     commands.cmd_train(overrides)
     return final
@@ -118,12 +143,20 @@ def _fmt(v: float) -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
 
 
+def warm_start(args) -> str:
+    if args.imitation_rounds <= 0:
+        return ""
+    return (f" Stage 1 starts from an imitation warm start (row imitation): {args.imitation_rounds} DAgger rounds x "
+            f"{args.imitation_steps} env steps x {args.worlds} worlds, then a critic warm-up; stage 1's wall time "
+            "and env steps include it.")  # fmt: skip
+
+
 def table(args, baselines: dict, policies: dict, runs: dict, command: str) -> tuple[str, dict]:
     """Markdown and JSON: baselines, then per stage the mean over seeds and every seed's value."""
     lines = [f"# Swarm comparison (issue 8)\n\nCommand: `{command}`\n",
              f"Budget per seed: stage 1 = {args.iterations} PPO iterations with safety_guide={args.guide}, stage 2 = "
              f"{args.iterations} more without it; {args.worlds} worlds x {args.drones} drones, "
-             f"{args.iterations * args.worlds * 24:,} env steps per stage; actor {args.actor}.",
+             f"{args.iterations * args.worlds * 24:,} env steps per stage; actor {args.actor}.{warm_start(args)}",
              f"Evaluation: {args.scenes} held-out scenes x {args.drones} drones, {args.episode_s:g} s episodes, DR and "
              f"observation noise on (seed {args.eval_seed}); gap: {args.gap_episodes} episodes x {args.drones} drones, "
              "each through its own 0.2 m gap at 0.5 m/s, column = collision-free traversal rate. Planners read true "
@@ -146,7 +179,8 @@ def table(args, baselines: dict, policies: dict, runs: dict, command: str) -> tu
         lines.append("\nStage 2 success minus each baseline's (points): "
                      + ", ".join(f"{b} {100 * m:+.1f}" for b, m in margins.items()))  # fmt: skip
     walls = ", ".join(f"{k} {v['train_wall_time_s']}" for k, v in runs.items())
-    lines.append(f"\nTraining wall time (s; stage 2's includes its stage 1, which it continues): {walls}")
+    lines.append(f"\nTraining wall time (s; stage 2's includes its stage 1, which it continues, and stage 1's its "
+                 f"warm start if any): {walls}")  # fmt: skip
     return "\n".join(lines) + "\n", data
 
 
@@ -159,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--drones", type=int, default=6)
     p.add_argument("--actor", default="swarm_attention", choices=["swarm_attention", "swarm_mlp"])
     p.add_argument("--guide", type=float, default=0.25, help="stage 1's safety_guide reward weight")
+    p.add_argument("--imitation-rounds", type=int, default=0, help="DAgger rounds before stage 1 (0: no warm start)")
+    p.add_argument("--imitation-steps", type=int, default=500, help="env steps per DAgger round")
     p.add_argument("--scenes", type=int, default=100, help="held-out scenes for the main table")
     p.add_argument("--gap-episodes", type=int, default=32)
     p.add_argument("--episode-s", type=float, default=20.0)
@@ -173,23 +209,29 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     seeds = [int(s) for s in args.seeds.split(",")]
 
-    finals = {(stage, seed): train_stage(args, stage, seed) for seed in seeds for stage in (1, 2)}
+    stages = (["imitation"] if args.imitation_rounds > 0 else []) + ["stage1", "stage2"]
+    finals = {}
+    for seed in seeds:
+        if args.imitation_rounds > 0:
+            finals["imitation", seed] = imitate_stage(args, seed)
+        for stage in (1, 2):
+            finals[f"stage{stage}", seed] = train_stage(args, stage, seed)
     runs = {}
     for (stage, seed), ckpt in finals.items():
         meta = json.loads((ckpt.parents[1] / "meta.json").read_text())
-        runs[f"stage{stage}_s{seed}"] = {k: meta.get(k) for k in ("train_wall_time_s", "total_steps", "iterations")}
+        runs[f"{stage}_s{seed}"] = {k: meta.get(k) for k in ("train_wall_time_s", "total_steps", "iterations")}
 
     baselines = {}
     for name, planner in tuned_planners(args.baselines).items():
         main_r = evaluate_entry(args, name, lambda planner=planner: planner, gap=False)
         gap_r = evaluate_entry(args, f"gap_{name}", lambda planner=planner: planner, gap=True)
         baselines[name] = _row(main_r, gap_r)
-    policies: dict[str, dict[int, dict]] = {"stage1": {}, "stage2": {}}
+    policies: dict[str, dict[int, dict]] = {stage: {} for stage in stages}
     for (stage, seed), ckpt in finals.items():
-        name = f"stage{stage}_s{seed}"
+        name = f"{stage}_s{seed}"
         make = lambda ckpt=ckpt: policy_controller(policy_from_checkpoint(ckpt))  # noqa: E731
-        policies[f"stage{stage}"][seed] = _row(evaluate_entry(args, name, make, gap=False),
-                                               evaluate_entry(args, f"gap_{name}", make, gap=True))  # fmt: skip
+        policies[stage][seed] = _row(evaluate_entry(args, name, make, gap=False),
+                                     evaluate_entry(args, f"gap_{name}", make, gap=True))  # fmt: skip
     md, data = table(args, baselines, policies, runs, command)
     (args.out / "table.md").write_text(md)
     _write_json(args.out / "table.json", data)

@@ -393,9 +393,9 @@ class CrazyflieSwarm:
         }
 
     # -- observations and rewards ----------------------------------------------------------------
-    def _per_drone_obs(self, raw: dict[str, torch.Tensor]) -> torch.Tensor:
+    def _observed_neighbours(self, own: torch.Tensor) -> torch.Tensor:
+        """The k nearest neighbours' delayed broadcasts relative to own (W, N, 6): (W, N, k, 6) [dp, dv]."""
         N, k = self.num_drones, self.k_neighbours
-        own = torch.cat([raw["position"], raw["velocity"]], -1)
         rel = self.received.unsqueeze(1) - own.unsqueeze(2)  # (W, i, j, 6): j's broadcast relative to i
         dist = rel[..., 0:3].norm(dim=-1) + torch.diag(torch.full((N,), math.inf, dtype=rel.dtype))
         kk = min(k, N - 1)
@@ -405,6 +405,10 @@ class CrazyflieSwarm:
             pad = torch.zeros(*nb.shape[:2], k - kk, 6, dtype=nb.dtype)
             pad[..., 0:3] = FAR
             nb = torch.cat([nb, pad], 2)
+        return nb
+
+    def _per_drone_obs(self, raw: dict[str, torch.Tensor]) -> torch.Tensor:
+        nb = self._observed_neighbours(torch.cat([raw["position"], raw["velocity"]], -1))
         self_terms = [raw["position"] - self.sp_pos, raw["velocity"] - self.sp_vel, raw["rotation"],
                       raw["angular_velocity"]]  # fmt: skip
         return torch.cat(self_terms + [nb.flatten(-2), self.tof], dim=-1)
@@ -423,13 +427,38 @@ class CrazyflieSwarm:
         return getattr(self, "min_obst", torch.full((self.W, self.num_drones), 2.0)).clamp(max=2.0)
 
     def safe_command(self) -> torch.Tensor:
-        """The CBF-filtered planner command in motor units (W, N, 4): stage 1's safety guide."""
-        acc = tracking_acceleration(self.pos, self.vel, self.sp_pos, self.sp_vel, self.sp_acc, self.gains)
+        """The CBF-filtered planner command in motor units (W, N, 4): stage 1's safety guide. The barriers use
+        the true geometry: every obstacle surface and the true neighbour states."""
         d_obs, n_obs = self.obstacle_geometry()
         d_nb, n_nb, dv = self.neighbour_geometry()
+        return self._cbf_command(d_obs, n_obs, d_nb, n_nb[..., 0:2], dv[..., 0:2])
+
+    def sensed_safe_command(self) -> torch.Tensor:
+        """The same CBF-filtered planner command (W, N, 4), its barriers built only from what the policy
+        senses: one obstacle barrier per horizontal ToF beam (the held, noisy reading along the beam, normal
+        against the beam; a beam at the clip value sees nothing) and one per observed neighbour (the k nearest
+        delayed broadcasts). A teacher a ToF-only student can imitate: safe_command() reacts to obstacles in
+        the deck's blind diagonals and to neighbours' true states, which no policy observation holds."""
+        s = self.sensors
+        flat = torch.cos(s.pitch) > 0.7  # horizontal beams (the Multi-ranger's up beam says nothing here)
+        body = torch.stack([torch.cos(s.yaw), torch.sin(s.yaw), torch.zeros_like(s.yaw)], -1)
+        u = torch.einsum("wnij,bj->wnbi", quat_wxyz_to_rotmat(self.quat), body)[..., 0:2]
+        n_obs = -u / u.norm(dim=-1, keepdim=True).clamp(min=1e-6)
+        seen = (self.tof < s.cfg.clip) & flat
+        d_obs = torch.where(seen, self.tof + s.cfg.mount_radius, math.inf)  # centre to surface along the beam
+        nb = self._observed_neighbours(torch.cat([self.pos, self.vel], -1))
+        d_nb = nb[..., 0:3].norm(dim=-1)
+        n_nb = -nb[..., 0:2] / d_nb.unsqueeze(-1).clamp(min=1e-9)  # from the neighbour to this drone
+        return self._cbf_command(d_obs, n_obs, d_nb, n_nb, -nb[..., 3:5])
+
+    def _cbf_command(self, d_obs, n_obs, d_nb, n_nb, dv) -> torch.Tensor:
+        """Tracking acceleration, CBF-filtered against obstacle surfaces d_obs (W, N, K) with normals n_obs
+        (W, N, K, 2) and neighbours at centre distances d_nb (W, N, J), normals n_nb and velocity v_i - v_j dv
+        (W, N, J, 2); then the geometric controller -> motor units (W, N, 4)."""
+        acc = tracking_acceleration(self.pos, self.vel, self.sp_pos, self.sp_vel, self.sp_acc, self.gains)
         dist = torch.cat([d_obs - self.cbf.safe_distance, d_nb - self.cbf.neighbour_distance], -1)
-        normal = torch.cat([n_obs, n_nb[..., 0:2]], 2)
-        rel_v = torch.cat([self.vel[..., 0:2].unsqueeze(2).expand(*n_obs.shape), dv[..., 0:2]], 2)
+        normal = torch.cat([n_obs, n_nb], 2)
+        rel_v = torch.cat([self.vel[..., 0:2].unsqueeze(2).expand(*n_obs.shape), dv], 2)
         acc = acc.clone()
         acc[..., 0:2] = cbf_filter(acc[..., 0:2], dist, normal, rel_v, self.cbf, self.gains.max_acc)
         rot = quat_wxyz_to_rotmat(self.quat)

@@ -45,3 +45,25 @@ def test_comparison_resumes_and_skips_finished_work(tmp_path, monkeypatch):
     trained.clear(), evaluated.clear()
     assert cmp.main(argv) == 0
     assert trained == [] and evaluated == []
+
+
+def test_imitation_warm_start_runs_before_stage_1_and_is_skipped_once_done(tmp_path, monkeypatch):
+    cmp = load_script()
+    out = tmp_path / "cmp"
+    argv = ["--seeds", "0", "--iterations", "1", "--save-every", "1", "--worlds", "2", "--drones", "3", "--scenes",
+            "2", "--gap-episodes", "2", "--episode-s", "0.2", "--eval-threads", "1", "--imitation-rounds", "2",
+            "--imitation-steps", "10", "--out", str(out)]  # fmt: skip
+    assert cmp.main(argv) == 0
+    table = json.loads((out / "table.json").read_text())
+    assert list(table["policies"]) == ["imitation", "stage1", "stage2"]
+    warm = out / "imitation_s0" / "checkpoints" / "model_0.pt"
+    assert json.loads((out / "stage1_s0" / "meta.json").read_text())["init_from"] == str(warm)
+    assert json.loads((out / "imitation_s0" / "imitation.json").read_text())["config"]["rounds"] == 2
+    assert "imitation warm start" in (out / "table.md").read_text()
+
+    # Finished: the warm start is neither redone nor re-evaluated.
+    imitated, evaluated = [], []
+    monkeypatch.setattr(cmp.commands, "cmd_imitate", lambda o: imitated.append(o))
+    monkeypatch.setattr(cmp, "evaluate", lambda *a, **k: evaluated.append(k))
+    assert cmp.main(argv) == 0
+    assert imitated == [] and evaluated == []

@@ -169,3 +169,20 @@ def test_safety_guide_penalises_deviation_from_the_safe_command():
     with pytest.raises(ValueError, match="strength"):
         CrazyflieSwarm(rewards={"safety_guide": -0.1})
     env.close()
+
+
+def test_sensed_safe_command_reacts_only_to_what_the_policy_senses():
+    from robot_rl.baselines.swarm_planners import GotoPlanner
+
+    task = CrazyflieSwarm(num_drones=2)
+    env = BatchedEnv(task, EnvConfig(num_worlds=2, nthread=1))
+    env.step(torch.zeros(2, 8))
+    # no beam sees anything, the broadcasts are far away: no barrier is active, the plain go-to command
+    task.tof[:] = task.sensors.cfg.clip
+    task.received[..., 0:3] += 100.0
+    torch.testing.assert_close(task.sensed_safe_command(), GotoPlanner()(task))
+    # a beam reads an obstacle inside the safety distance: the command steers away from it
+    task.tof[:, 0, 0] = 0.0
+    moved = (task.sensed_safe_command() - GotoPlanner()(task)).abs().amax(dim=-1)
+    assert (moved[:, 0] > 1e-3).all() and torch.equal(moved[:, 1], torch.zeros(2, dtype=moved.dtype))
+    env.close()
