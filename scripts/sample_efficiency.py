@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         for variant in variants:
             if args.table_only:
                 path = args.out / f"{variant}_s{seed}" / "curve.json"
-                curves[variant][seed] = json.loads(path.read_text()) if path.exists() else []
+                if path.exists():  # a run never started is left out, not counted as censored
+                    curves[variant][seed] = json.loads(path.read_text())
             else:
                 curves[variant][seed] = run_one(args.out, args.task, variant, seed, args)
     levels = [float(x) for x in args.level.split(",")]

@@ -78,7 +78,7 @@ def test_table_reports_every_level_and_censors_runs_that_never_reach_it(tmp_path
     # --table-only trains nothing and reads the curves as they are
     (tmp_path / "dense_s0").mkdir()
     (tmp_path / "dense_s0" / "curve.json").write_text(json.dumps(curve(0.3)))
-    argv = ["--variants", "dense", "--seeds", "0", "--table-only", "--level", "0.8,0.2", "--out", str(tmp_path)]
-    assert sweep.main(argv) == 0
+    argv = ["--variants", "dense", "--seeds", "0,1", "--table-only", "--level", "0.8,0.2", "--out", str(tmp_path)]
+    assert sweep.main(argv) == 0  # seed 1 never ran: left out
     saved = json.loads((tmp_path / "table.json").read_text())
-    assert saved["levels"] == [0.8, 0.2] and saved["dense"]["steps_to_0.2"] == [100]
+    assert saved["levels"] == [0.8, 0.2] and saved["dense"]["steps_to_0.2"] == [100] and saved["dense"]["seeds"] == [0]
