@@ -134,6 +134,17 @@ def attach_guidance(cfg: DictConfig, env, run_dir: Path | None) -> None:
         raise ConfigError(f"unknown guidance '{g.name}' (none, keypoint, plan)")
 
 
+def _start_run(run_dir: Path, cfg: DictConfig, **meta) -> None:
+    """Create a new run directory: its config.yaml and a meta.json marked running (meta adds fields)."""
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(to_yaml(cfg))
+    write_json_atomic(run_dir / "meta.json", {
+        "run_name": run_dir.name, "task": cfg.task.name, "algo": cfg.algo.name, **meta,
+        "seed": int(cfg.seed), "git_revision": git_revision(), "versions": package_versions(),
+        "started_at": now_iso(), "status": "running",
+    })  # fmt: skip
+
+
 def train_one(cfg: DictConfig) -> Path:
     from torch.utils.tensorboard import SummaryWriter
 
@@ -158,15 +169,8 @@ def train_one(cfg: DictConfig) -> Path:
             checkpoint = latest_checkpoint(checkpoint) if checkpoint.is_dir() else checkpoint
             if not checkpoint.is_file():
                 raise ConfigError(f"init_from: no checkpoint at {checkpoint}")
-        run_dir.mkdir(parents=True)
-        (run_dir / "config.yaml").write_text(to_yaml(cfg))
-        write_json_atomic(run_dir / "meta.json", {
-            "run_name": name, "task": cfg.task.name, "algo": cfg.algo.name,
-            "reward": reward_name(cfg), "guidance": guidance_name(cfg),
-            "seed": int(cfg.seed), "git_revision": git_revision(), "versions": package_versions(),
-            "started_at": now_iso(), "status": "running",
-            **({"init_from": str(checkpoint)} if checkpoint else {}),
-        })  # fmt: skip
+        _start_run(run_dir, cfg, reward=reward_name(cfg), guidance=guidance_name(cfg),
+                   **({"init_from": str(checkpoint)} if checkpoint else {}))  # fmt: skip
     _seed_everything(int(cfg.seed))
     env = make_env(cfg)
     attach_guidance(cfg, env, run_dir)
@@ -232,13 +236,7 @@ def imitate_one(cfg: DictConfig, dagger) -> Path:
         raise ConfigError(str(e)) from None
     env.stagger_episodes()  # episodes end at different times: the samples cover every phase of a flight
     trainer = PPOTrainer(env, OmegaConf.to_container(cfg.algo, resolve=True))
-    run_dir.mkdir(parents=True)
-    (run_dir / "config.yaml").write_text(to_yaml(cfg))
-    write_json_atomic(run_dir / "meta.json", {
-        "run_name": name, "task": cfg.task.name, "algo": cfg.algo.name, "kind": "imitation",
-        "imitation": asdict(dagger), "seed": int(cfg.seed), "git_revision": git_revision(),
-        "versions": package_versions(), "started_at": now_iso(), "status": "running",
-    })  # fmt: skip
+    _start_run(run_dir, cfg, kind="imitation", imitation=asdict(dagger))
     print(f"imitate: {run_dir}  ({env.num_envs} worlds, {dagger.rounds} DAgger rounds x {dagger.steps_per_round} "
           "env steps)")  # fmt: skip
     t0 = time.perf_counter()

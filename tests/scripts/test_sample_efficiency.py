@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("pydantic")
 pytestmark = pytest.mark.slow
 
-SCRIPT = Path(__file__).parents[2] / "scripts" / "sample_efficiency.py"
 
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("sample_efficiency", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_sweep_resumes_and_skips_finished_runs(tmp_path, monkeypatch):
-    sweep = load_script()
+def test_sweep_resumes_and_skips_finished_runs(tmp_path, monkeypatch, load_script):
+    sweep = load_script("sample_efficiency")
     monkeypatch.chdir(tmp_path)
     argv = ["--task", "arm_push", "--variants", "dense,plan", "--seeds", "0", "--chunks", "2", "--chunk-iterations",
             "1", "--worlds", "16", "--layouts", "2", "--episodes", "8", "--out", str(tmp_path / "sweep")]  # fmt: skip
@@ -62,8 +51,8 @@ def test_sweep_resumes_and_skips_finished_runs(tmp_path, monkeypatch):
     assert [p["iterations"] for p in json.loads(curve.read_text())] == [1, 2]
 
 
-def test_table_reports_every_level_and_censors_runs_that_never_reach_it(tmp_path):
-    sweep = load_script()
+def test_table_reports_every_level_and_censors_runs_that_never_reach_it(tmp_path, load_script):
+    sweep = load_script("sample_efficiency")
     curve = lambda *s: [{"env_steps": 100 * (i + 1), "success": x} for i, x in enumerate(s)]  # noqa: E731
     a = {0: curve(0.1, 0.3, 0.5), 1: curve(0.25, 0.9, 0.95), 2: curve(0.2, 0.5, 0.6)}
     curves = {"a": a, "b": {0: curve(0.0, 0.0, 0.0)}}

@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
-
-SCRIPT = Path(__file__).parents[2] / "scripts" / "swarm_comparison.py"
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("swarm_comparison", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_comparison_resumes_and_skips_finished_work(tmp_path, monkeypatch):
-    cmp = load_script()
+def test_comparison_resumes_and_skips_finished_work(tmp_path, monkeypatch, load_script):
+    cmp = load_script("swarm_comparison")
     out = tmp_path / "cmp"
     argv = ["--seeds", "0", "--iterations", "2", "--save-every", "1", "--worlds", "2", "--drones", "3", "--scenes",
             "2", "--gap-episodes", "2", "--episode-s", "0.5", "--eval-threads", "1", "--out", str(out)]  # fmt: skip
@@ -47,8 +36,8 @@ def test_comparison_resumes_and_skips_finished_work(tmp_path, monkeypatch):
     assert trained == [] and evaluated == []
 
 
-def test_imitation_warm_start_runs_before_stage_1_and_is_skipped_once_done(tmp_path, monkeypatch):
-    cmp = load_script()
+def test_imitation_warm_start_runs_before_stage_1_and_is_skipped_once_done(tmp_path, monkeypatch, load_script):
+    cmp = load_script("swarm_comparison")
     out = tmp_path / "cmp"
     argv = ["--seeds", "0", "--iterations", "1", "--save-every", "1", "--worlds", "2", "--drones", "3", "--scenes",
             "2", "--gap-episodes", "2", "--episode-s", "0.2", "--eval-threads", "1", "--imitation-rounds", "2",
