@@ -31,10 +31,12 @@ LATCHED = QoSProfile(
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )
 
-# Diagnostics: reliable with a short queue so bursts of interventions are not lost.
+# Diagnostics: reliable, with a queue deep enough that a reader stalled for a few seconds loses no
+# intervention event. Each event is reported once; lock-step simulation runs faster than real time and
+# several nodes share the topic, so 20 samples (4 s of one node at 5 Hz) were lost on a loaded machine.
 DIAGNOSTICS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
-    depth=20,
+    depth=200,
     reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.VOLATILE,
 )

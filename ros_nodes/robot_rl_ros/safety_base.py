@@ -101,15 +101,20 @@ class SafetyNodeBase(Node, ABC):
 
     def _publish_diagnostics(self) -> None:
         sup = self.sup
-        new = sup.events[self.n_events_reported :] if self.n_events_reported <= len(sup.events) else sup.events
-        self.n_events_reported = len(sup.events)
+        n_new = min(sup.n_events - self.n_events_reported, len(sup.events))
+        new = sup.events[len(sup.events) - n_new :]
+        self.n_events_reported = sup.n_events
+        # Mode changes always go out; of the repeated interventions, the latest 20.
+        modes = {e.kind for e in new} & {m.name for m in type(sup.mode)}
+        new = [e for e in new if e.kind in modes] + [e for e in new if e.kind not in modes][-20:]
+        new.sort(key=lambda e: e.time)
         level = {"ACTIVE": DiagnosticStatus.OK, "DISARMED": DiagnosticStatus.WARN}.get(
             sup.mode.name, DiagnosticStatus.ERROR
         )
         values = [KeyValue(key="mode", value=sup.mode.name), KeyValue(key="reason", value=sup.reason)]
         values += [KeyValue(key=k, value=str(v)) for k, v in sup.counters().items()]
         values += [KeyValue(key="prearm", value="; ".join(sup.prearm_problems) or "ok")]
-        values += [KeyValue(key=f"event.{e.kind}", value=f"{e.time:.3f} {e.reason}") for e in new[-20:]]
+        values += [KeyValue(key=f"event.{e.kind}", value=f"{e.time:.3f} {e.reason}") for e in new]
         st = DiagnosticStatus(
             level=level,
             name=f"{self.get_namespace().rstrip('/')}/safety",

@@ -98,8 +98,10 @@ class SitlGraph:
         """The arm: sim bridge (ros2_control topics), policy node (bundle IK -> joint targets), arm safety."""
         self.start("sim_bridge", "arm_sim_bridge", {"lockstep": self.lockstep, "target": list(target), **(sim or {})})
         inputs = ["joint_states:arm_joints", "target_position:point"]
-        # lock-step: one joint_states per control period, and the policy acts on each (no stale step)
-        act_on = {"act_on": "joint_states"} if self.lockstep else {}
+        # The bridge publishes one joint_states per control period (in both modes) and the policy acts on
+        # each. On a timer of the same rate the policy would see a state up to one period old, depending on
+        # the phase of the two timers: measured 0.5 mm to 23 mm hold error from run to run.
+        act_on = {"act_on": "joint_states"}
         self.start("policy", "policy_node", {"bundle": str(bundle_dir), "inputs": inputs, **act_on, **(policy or {})})
         self.start("safety", "arm_safety_node", {"bundle": str(bundle_dir), **(safety or {})})
 
@@ -114,7 +116,7 @@ class SitlGraph:
         """The quadruped: sim bridge (Go1 driver topics), policy node (velocity command), leg safety."""
         self.start("sim_bridge", "quadruped_sim_bridge", {"lockstep": self.lockstep, **(sim or {})})
         inputs = ["joint_states:leg_joints", "imu:imu", "odom:body_velocity"]
-        act_on = {"act_on": "joint_states"} if self.lockstep else {}
+        act_on = {"act_on": "joint_states"}  # one state per control period, as for the arm
         params = {"bundle": str(bundle_dir), "inputs": inputs, "command": list(command), **act_on, **(policy or {})}
         self.start("policy", "policy_node", params)
         self.start("safety", "leg_safety_node", {"bundle": str(bundle_dir), **(safety or {})})

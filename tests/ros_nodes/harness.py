@@ -32,6 +32,7 @@ class Harness:
         self.commands: list[tuple[float, np.ndarray]] = []  # (monotonic receipt, rpyt)
         self.modes: list[tuple[float, str]] = []
         self.safety_diag: dict[str, str] = {}
+        self.safety_events: list[str] = []  # every 'event.KIND' value the safety node reported
         self.node.create_subscription(Twist, "cmd_vel_legacy", self._on_cmd, qos.COMMAND)
         self.node.create_subscription(String, "safety/mode", self._on_mode, qos.LATCHED)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, qos.DIAGNOSTICS)
@@ -75,6 +76,7 @@ class Harness:
         for st in msg.status:
             if st.name == f"/{self.ns}/safety":
                 self.safety_diag = {kv.key: kv.value for kv in st.values}
+                self.safety_events += [f"{kv.key} {kv.value}" for kv in st.values if kv.key.startswith("event.")]
 
     def wait_for(self, cond, timeout: float) -> bool:
         end = time.monotonic() + timeout

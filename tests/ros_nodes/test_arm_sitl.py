@@ -15,9 +15,9 @@ pytestmark = pytest.mark.slow
 TARGET = (0.55, 0.15, 0.25)
 
 
-# Lock-step: the task's 2 cm success radius, held. Wall clock: the policy's 25 Hz timer and the simulator
-# run in separate processes that a loaded 2-core machine stalls for 0.1-0.4 s; after a stall the policy's
-# timer catches up and integrates two IK steps on one state, an excursion of a few cm that it corrects.
+# Lock-step: the task's 2 cm success radius, held. Wall clock: the bridge steps on its own timer and the
+# policy acts on each state it publishes, but a loaded 2-core machine stalls processes for 0.1-0.4 s; a
+# command that misses its step leaves the previous target for one more period, an excursion it corrects.
 # So the wall-clock run is judged by its median error (2 cm) with a 10 cm bound on excursions.
 @pytest.mark.parametrize("lockstep", [True, False])
 def test_arm_reaches_and_holds(trained_arm_bundle, lockstep):

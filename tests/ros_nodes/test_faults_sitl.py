@@ -135,6 +135,39 @@ def test_estop_zero_thrust_within_two_periods_over_20_trials(pd_bundle, limit_le
     assert not limit_ledger.violations
 
 
+def test_diagnostics_report_mode_changes_after_many_interventions(pd_bundle):
+    """The event log keeps the latest 1,000; reporting must not stop once it is full, nor drop a mode
+    change among a burst of repeated interventions (a geofence LAND went unreported in CI)."""
+    from rclpy.parameter import Parameter
+    from robot_rl_ros.safety_node import SafetyNode
+
+    domain = 1 + (DOMAIN_ID + 67) % 101
+    h = Harness(domain)
+    safety = InProcessSafety(domain, str(pd_bundle))
+    node = SafetyNode(
+        context=safety.ctx, namespace="/cf1", parameter_overrides=[Parameter("bundle", value=str(pd_bundle))]
+    )
+    try:
+        assert h.wait_for(lambda: h.node.count_publishers("/diagnostics") > 0, 5.0)
+        time.sleep(0.5)  # discovery both ways before the first message
+        sup = node.sup
+        for i in range(1500):
+            sup._note(float(i), "intervention", "repeated")
+        node._publish_diagnostics()
+        sup._set(1500.0, type(sup.mode)["LAND"], "geofence: test")
+        for i in range(50):
+            sup._note(1500.0 + i, "intervention", "repeated after the mode change")
+        node._publish_diagnostics()
+        assert h.wait_for(lambda: any(e.startswith("event.LAND") for e in h.safety_events), 5.0), h.safety_events[-5:]
+        land = [e for e in h.safety_events if e.startswith("event.LAND")]
+        assert land == ["event.LAND 1500.000 geofence: test"]
+        assert sum("after the mode change" in e for e in h.safety_events) == 20  # the latest 20 of the burst
+    finally:
+        node.destroy_node()
+        safety.close()
+        h.close()
+
+
 @pytest.mark.slow
 def test_geofence_breach_lands_in_sitl(trained_bundle, limit_ledger, tmp_path):
     from robot_rl_ros.sitl import Observer, SitlGraph
@@ -165,7 +198,8 @@ def test_geofence_breach_lands_in_sitl(trained_bundle, limit_ledger, tmp_path):
     assert modes.index(land) < next(i for i, m in enumerate(modes) if m.startswith("MOTORS_OFF")), modes
     # The fence counts braking: LAND comes no later than the first state beyond it (usually before,
     # when the climb's stopping point crossed it), and the peak stays near the fence.
-    ev = next(e for e in obs.safety_events if e.startswith("event.LAND"))
+    ev = next((e for e in obs.safety_events if e.startswith("event.LAND")), None)
+    assert ev is not None, f"no LAND event in the diagnostics: {obs.safety_events[-8:]}"
     t_land = float(ev.split()[1])
     t_breach = next((t for t, p in obs.states if p[2] > fence_z), None)
     assert t_breach is None or t_land <= t_breach + 2.0 / RATE_HZ + 1e-3, (t_breach, t_land)  # events carry ms
