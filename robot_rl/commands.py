@@ -178,7 +178,7 @@ def train_one(cfg: DictConfig) -> Path:
     writer = SummaryWriter(log_dir=str(run_dir / "tb"), flush_secs=5)
     trainer = PPOTrainer(env, OmegaConf.to_container(cfg.algo, resolve=True), run_dir=run_dir, writer=writer)
     if checkpoint is not None:
-        trainer.load(checkpoint)
+        trainer.load(checkpoint, fine_tune=not resuming)
         how = "resuming" if resuming else "initialised"
         print(f"{how} {run_dir} from {checkpoint} (iteration {trainer.iteration})")
     setup_s = time.perf_counter() - t_setup

@@ -11,10 +11,12 @@ Per seed, through `robot-rl train` (task=crazyflie_swarm algo=ppo_swarm):
 - stage 1 (<out>/stage1_s<seed>): --iterations PPO iterations with the safety guide on
   (task.params.rewards.safety_guide=--guide: -guide |a - a_cbf| against the CBF-filtered planner command);
 - stage 2 (<out>/stage2_s<seed>): init_from= stage 1's final checkpoint (weights, optimizer, iteration
-  count), --iterations more with the guide off.
+  count), --iterations more with the guide off (and any --stage2 overrides, e.g. the collision weights that
+  have to carry the safety once the guide is gone).
 Then every policy (the checkpoint's actor as a stand-alone SwarmAttentionPolicy / SwarmMlpPolicy, what
 c_export writes to C) and every baseline (goto, and apf and cbf with the gains of
-configs/baselines/swarm_planners.yaml) flies the same --scenes held-out scenes (scene_set test), --drones
+configs/baselines/swarm_planners.yaml, and the imitation teacher: the same CBF filter on what the policy
+senses, ToF beams and delayed neighbour broadcasts) flies the same --scenes held-out scenes (scene_set test), --drones
 drones each, one --episode-s episode, with DR and observation noise as in training; and the gap scenario
 (one 0.2 m gap on each drone's straight path, planner speed 0.5 m/s, ToF noise and DR on), which reports the
 collision-free traversal rate.
@@ -96,6 +98,7 @@ def train_stage(args, stage: int, seed: int) -> Path:
                  f"train.save_every={args.save_every}", "train.progress=false"]  # fmt: skip
     if stage == 2:
         overrides.append(f"init_from={args.out / f'stage1_s{seed}' / 'checkpoints' / f'model_{args.iterations}.pt'}")
+        overrides += args.stage2
     elif args.imitation_rounds > 0:
         overrides.append(f"init_from={args.out / f'imitation_s{seed}' / 'checkpoints' / 'model_0.pt'}")
     print(f"[stage {stage} seed {seed}] training {run} to iteration {target}", flush=True)
@@ -153,14 +156,16 @@ def warm_start(args) -> str:
 
 def table(args, baselines: dict, policies: dict, runs: dict, command: str) -> tuple[str, dict]:
     """Markdown and JSON: baselines, then per stage the mean over seeds and every seed's value."""
+    stage2_extra = "".join(f", {o}" for o in args.stage2)
     lines = [f"# Swarm comparison (issue 8)\n\nCommand: `{command}`\n",
              f"Budget per seed: stage 1 = {args.iterations} PPO iterations with safety_guide={args.guide}, stage 2 = "
-             f"{args.iterations} more without it; {args.worlds} worlds x {args.drones} drones, "
+             f"{args.iterations} more without it{stage2_extra}; {args.worlds} worlds x {args.drones} drones, "
              f"{args.iterations * args.worlds * 24:,} env steps per stage; actor {args.actor}.{warm_start(args)}",
              f"Evaluation: {args.scenes} held-out scenes x {args.drones} drones, {args.episode_s:g} s episodes, DR and "
              f"observation noise on (seed {args.eval_seed}); gap: {args.gap_episodes} episodes x {args.drones} drones, "
              "each through its own 0.2 m gap at 0.5 m/s, column = collision-free traversal rate. Planners read true "
-             "geometry; the policies read ToF rows and delayed neighbour broadcasts.\n",
+             "geometry, except cbf_sensed (the imitation teacher: the cbf filter on the ToF beams and delayed "
+             "neighbour broadcasts, what the policies read).\n",
              "| method | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]  # fmt: skip
     data = {"command": command, "args": {k: str(v) for k, v in vars(args).items()}, "baselines": baselines,
             "policies": {}, "training": runs}  # fmt: skip
@@ -202,6 +207,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-threads", type=int, default=0, help="mujoco threads in evaluation (0: all cores)")
     p.add_argument("--baselines", type=Path, default=TUNED_PATH, help="tuned planner gains")
     p.add_argument("--out", type=Path, default=Path("runs/sweeps/swarm_comparison"))
+    p.add_argument(
+        "--stage2",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config override for stage 2 only (repeatable)",
+    )
     p.add_argument("extra", nargs="*", help="more config overrides for every training run")
     args = p.parse_args(argv)
     command = "python scripts/swarm_comparison.py " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -226,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
         main_r = evaluate_entry(args, name, lambda planner=planner: planner, gap=False)
         gap_r = evaluate_entry(args, f"gap_{name}", lambda planner=planner: planner, gap=True)
         baselines[name] = _row(main_r, gap_r)
+    # the imitation teacher: CBF-filtered go-to from the sensed ToF beams and delayed neighbour broadcasts
+    sensed = lambda: lambda task: task.sensed_safe_command()  # noqa: E731
+    baselines["cbf_sensed"] = _row(evaluate_entry(args, "cbf_sensed", sensed, gap=False),
+                                   evaluate_entry(args, "gap_cbf_sensed", sensed, gap=True))  # fmt: skip
     policies: dict[str, dict[int, dict]] = {stage: {} for stage in stages}
     for (stage, seed), ckpt in finals.items():
         name = f"{stage}_s{seed}"

@@ -134,12 +134,18 @@ class PPOTrainer:
     def save(self, path: Path) -> None:
         save_atomic(self.state_dict(), path)
 
-    def load(self, path: Path) -> None:
+    def load(self, path: Path, fine_tune: bool = False) -> None:
+        """Continue from a checkpoint. fine_tune (a new run, init_from): a learning rate configured differently
+        from the checkpoint's run is the new run's intent and replaces the one training had reached."""
         d = load_checkpoint(path)
         self.alg.load(d, None, strict=True)
-        self.alg.learning_rate = d["learning_rate"]
+        lr = float(d["learning_rate"])
+        configured = float(self.algo_cfg["learning_rate"])
+        if fine_tune and configured != float(d.get("algo", {}).get("learning_rate", configured)):
+            lr = configured
+        self.alg.learning_rate = lr
         for g in self.alg.optimizer.param_groups:
-            g["lr"] = d["learning_rate"]
+            g["lr"] = lr
         self.iteration = int(d["iteration"])
         self.total_steps = int(d["total_steps"])
         self.train_time_s = float(d["train_time_s"])

@@ -9,10 +9,15 @@ def test_comparison_resumes_and_skips_finished_work(tmp_path, monkeypatch, load_
     cmp = load_script("swarm_comparison")
     out = tmp_path / "cmp"
     argv = ["--seeds", "0", "--iterations", "2", "--save-every", "1", "--worlds", "2", "--drones", "3", "--scenes",
-            "2", "--gap-episodes", "2", "--episode-s", "0.5", "--eval-threads", "1", "--out", str(out)]  # fmt: skip
+            "2", "--gap-episodes", "2", "--episode-s", "0.5", "--eval-threads", "1", "--out", str(out),
+            "--stage2", "+task.params.rewards.obstacle_collision=-7.5"]  # fmt: skip
     assert cmp.main(argv) == 0
     table = json.loads((out / "table.json").read_text())
-    assert set(table["baselines"]) == {"goto", "apf", "cbf"} and set(table["policies"]) == {"stage1", "stage2"}
+    assert set(table["baselines"]) == {"goto", "apf", "cbf", "cbf_sensed"}
+    assert set(table["policies"]) == {"stage1", "stage2"}
+    # --stage2 overrides reach stage 2 only
+    assert "obstacle_collision: -7.5" in (out / "stage2_s0" / "config.yaml").read_text()
+    assert "obstacle_collision" not in (out / "stage1_s0" / "config.yaml").read_text()
     assert table["command"].startswith("python scripts/swarm_comparison.py --seeds 0")
     assert set(table["policies"]["stage2"]["per_seed"]["0"]) == set(cmp.COLUMNS)
     assert (out / "stage2_s0" / "checkpoints" / "model_4.pt").exists()  # stage 2 continues stage 1's count

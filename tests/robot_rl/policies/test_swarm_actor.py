@@ -31,6 +31,11 @@ def test_swarm_actor_trains_resumes_fine_tunes_and_exports(tmp_path):
     assert latest_checkpoint(stage2).name == "model_3.pt"
     commands.train_one(load_config([f"resume={stage2}", "train.iterations=4"]))
     assert latest_checkpoint(stage2).name == "model_4.pt"
+    # a fine-tune with its own fixed learning rate starts from it, not from the rate stage 1 had adapted to
+    stage2b = commands.train_one(load_config([*common, "run_name=s2b", "train.iterations=3", f"init_from={stage1}",
+                                              "algo.schedule=fixed", "algo.learning_rate=2.5e-5"]))  # fmt: skip
+    assert load_checkpoint(latest_checkpoint(stage2b))["learning_rate"] == 2.5e-5
+    assert load_checkpoint(latest_checkpoint(stage1))["learning_rate"] != 2.5e-5
 
     # the checkpoint's actor, rebuilt by our trainer, and the extracted stand-alone policy agree exactly
     cfg = load_config([*common])
