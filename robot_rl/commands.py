@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import random
 import time
 from pathlib import Path
@@ -374,9 +373,7 @@ def play_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | None = 
     out = run_dir / "videos" / "play.mp4"
     camera = p.camera if p.camera is not None else getattr(env.task, "default_camera", -1)
     info = record(env, torch_policy(actor), out, float(p.seconds), camera, int(p.width), int(p.height))
-    err = info["final_position_error_m"]
-    detail = f", final position error {err * 100:.1f} cm" if math.isfinite(err) else ""
-    print(f"video: {out} ({info['frames']} frames{detail})")
+    print(f"video: {out} ({info['frames']} frames, final position error {info['final_position_error_m'] * 100:.1f} cm)")
     _index(Path(cfg.runs_root), run_dir)
     return out
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import torch
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -34,11 +35,10 @@ def write_mp4(frames: list[np.ndarray], path: Path, fps: int) -> Path:
 
 
 def position_error(task) -> float:
-    """World 0's distance to its goal as the task measures it (an arm's object or TCP, a drone's or a
-    legged robot's position error); NaN for a task without one."""
-    if hasattr(task, "goal_error"):
-        return float(task.goal_error()[0])
-    return float(task.pos_err[0]) if hasattr(task, "pos_err") else float("nan")
+    """World 0's distance to its goal as the task reports it at an episode's end (an arm's object or TCP,
+    a drone's or a legged robot's position error): every task's episode_outcome has position_error_m."""
+    world0, no_time_out = torch.zeros(1, dtype=torch.long), torch.zeros(task.backend.num_worlds, dtype=torch.bool)
+    return float(task.episode_outcome(world0, no_time_out)["position_error_m"][0])
 
 
 def record(env, policy, path: Path, seconds: float, camera: str, width: int, height: int, fps: int = 50) -> dict:

@@ -122,11 +122,13 @@ def arm_run(tmp_path_factory) -> Path:
     return run
 
 
-def test_play_renders_an_arm_video(arm_run):
+def test_play_renders_an_arm_video(arm_run, capsys):
     from robot_rl import commands
 
     video = commands.play_run(arm_run, ["play.seconds=1.0", "play.width=160", "play.height=128"])  # `robot-rl play`
     assert video.read_bytes()[4:8] == b"ftyp" and video.stat().st_size > 2000
+    err_cm = float(capsys.readouterr().out.split("final position error ")[1].split(" cm")[0])
+    assert 0.0 < err_cm < 100.0  # the reach target's distance from the TCP, as the task reports it
 
 
 def test_eval_with_arm_bundle_matches_torch_policy(arm_run):
