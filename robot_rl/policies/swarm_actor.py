@@ -70,10 +70,12 @@ class SwarmActorModel(MLPModel):
 
     def __init__(self, obs, obs_groups: dict[str, list[str]], obs_set: str, output_dim: int,
                  policy: str = "swarm_attention", num_drones: int = 6, k_neighbours: int = 2, num_beams: int = 32,
-                 obs_normalization: bool = True, distribution_cfg: dict | None = None) -> None:  # fmt: skip
+                 hidden: int | None = None, obs_normalization: bool = True,
+                 distribution_cfg: dict | None = None) -> None:  # fmt: skip
         nn.Module.__init__(self)  # not MLPModel.__init__: it would build an MLP we replace
         self.obs_groups, self.obs_dim = self._get_obs_dim(obs, obs_groups, obs_set)
-        net = POLICIES[policy](num_drones=num_drones, k_neighbours=k_neighbours, num_beams=num_beams)
+        width = {} if hidden is None else {"hidden": int(hidden)}  # None: the policy class's own width
+        net = POLICIES[policy](num_drones=num_drones, k_neighbours=k_neighbours, num_beams=num_beams, **width)
         if self.obs_dim != num_drones * net.obs_dim or output_dim != 4 * num_drones:
             raise ValueError(
                 f"{policy}: {num_drones} drones x {net.obs_dim} obs -> 4 actions each does not match the env's "
@@ -98,6 +100,7 @@ def actor_config(algo: dict, task, distribution_cfg: dict) -> dict:
         "num_drones": int(task.num_drones),
         "k_neighbours": int(task.k_neighbours),
         "num_beams": int(task.num_beams),
+        "hidden": None if algo.get("swarm_hidden") is None else int(algo["swarm_hidden"]),
         "obs_normalization": True,
         "distribution_cfg": distribution_cfg,
     }
@@ -122,8 +125,9 @@ def policy_from_checkpoint(path: Path | str) -> SwarmAttentionPolicy | SwarmMlpP
     cfg = d.get("actor_cfg") or {}
     if cfg.get("class_name") != CLASS_NAME:
         raise ValueError(f"{path}: not a swarm actor checkpoint (actor {cfg.get('class_name', 'MLPModel')})")
+    width = {} if cfg.get("hidden") is None else {"hidden": int(cfg["hidden"])}
     net = POLICIES[cfg["policy"]](num_drones=cfg["num_drones"], k_neighbours=cfg["k_neighbours"],
-                                  num_beams=cfg["num_beams"])  # fmt: skip
+                                  num_beams=cfg["num_beams"], **width)  # fmt: skip
     state = d["actor_state_dict"]
     net.load_state_dict({k.removeprefix("mlp.policy."): v for k, v in state.items() if k.startswith("mlp.policy.")})
     if "obs_normalizer.norm._mean" in state:

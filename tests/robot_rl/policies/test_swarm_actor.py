@@ -58,6 +58,11 @@ def test_swarm_actor_trains_resumes_fine_tunes_and_exports(tmp_path):
     assert export_c(policy, tmp_path / "c")["parameters"] == 2948
     env.close()
 
+    # a wider attention policy (algo.swarm_hidden) trains, and its checkpoint rebuilds at that width
+    wide = commands.train_one(load_config([*common, "run_name=wide", "train.iterations=1", "algo.swarm_hidden=24"]))
+    policy = policy_from_checkpoint(latest_checkpoint(wide))
+    assert policy.wq.in_features == 24 and export_c(policy, tmp_path / "c24")["parameters"] > 2948
+
 
 def test_mlp_option_and_shared_normalization():
     cfg = load_config([*TINY, "algo.actor=swarm_mlp"])
