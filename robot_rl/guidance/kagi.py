@@ -43,7 +43,8 @@ class KeypointGuidanceConfig:
     height: int = 480
     per_object: int = 3
     grid: tuple[int, int] = (5, 5)
-    seed: int = 0
+    seed: int = 0  # keypoint sampling (farthest-point seeds): the same marks for every run of a sweep
+    noise_seed: int = 0  # noisy_oracle's draws; the config sets it to the run's seed, so seeds differ in noise
     model: ModelConfig = field(default_factory=ModelConfig)
     weights: KeypointRewardWeights = field(default_factory=KeypointRewardWeights)
 
@@ -102,7 +103,7 @@ def build_guides(
     if cfg.backend == "vlm" and client is None:
         client = ModelClient(cfg.model)
     env = _render_env(task)
-    rng = random.Random(cfg.seed)
+    rng = random.Random(cfg.noise_seed)
     guides, records = [], []
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
@@ -158,11 +159,13 @@ def build_guides(
         "layout_seed": task.layout_seed,
         "requests": client.requests_made if client is not None else 0,
         "sources": {s: sum(r["source"] == s for r in records) for s in sorted({r["source"] for r in records})},
+        "wrong_layouts": sum(not r["matches_oracle"] for r in records),  # the realized noise (or VLM errors)
         "records": records,
     }
     if out is not None:
         (out / "keypoints.json").write_text(json.dumps(summary, indent=1))
-    log.info("keypoint guides for %d layouts: %s", task.layouts, summary["sources"])
+    log.info("keypoint guides for %d layouts: %s, %d not the oracle's", task.layouts, summary["sources"],
+             summary["wrong_layouts"])  # fmt: skip
     return guides, summary
 
 

@@ -140,6 +140,21 @@ def _script(env, grasp_point, obj_index: int, obj_path: list[np.ndarray], steps:
     return ret
 
 
+def test_noisy_oracle_draws_its_wrong_marks_from_the_run_seed():
+    """The ablation's noise: p = 1 replaces a mark in every layout, p = 0 in none, the realized count is saved,
+    and the draws follow the run's seed (a fixed draw once gave every seed of a sweep zero wrong layouts)."""
+    from robot_rl.config import load_config
+
+    task = ArmPickPlace(layouts=2)
+    _, every = build_guides(task, KeypointGuidanceConfig(backend="noisy_oracle", noise_p=1.0))
+    assert every["wrong_layouts"] == 2 and every["sources"] == {"noisy_oracle": 2}
+    assert all("noisy oracle: wrong" in r["answer"]["rationale"] for r in every["records"])
+    _, none = build_guides(task, KeypointGuidanceConfig(backend="noisy_oracle", noise_p=0.0))
+    assert none["wrong_layouts"] == 0
+    cfg = load_config(["task=arm_push", "guidance=keypoint", "guidance.backend=noisy_oracle", "seed=3"])
+    assert cfg.guidance.noise_seed == 3 and cfg.guidance.seed == 0  # noise per run, the same marks for all
+
+
 def test_following_the_chosen_path_pays_most():
     env = make_env(worlds=1)
     cfg = KeypointGuidanceConfig(backend="oracle")
