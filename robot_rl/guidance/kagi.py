@@ -28,6 +28,7 @@ from robot_rl.guidance.keypoint_selection import (
     guide_from_answer,
     noisy_oracle_answer,
     oracle_answer,
+    wrong_layouts,
 )
 from robot_rl.guidance.model_client import ModelClient, ModelConfig
 
@@ -37,7 +38,7 @@ log = logging.getLogger("robot_rl.guidance")
 @dataclass
 class KeypointGuidanceConfig:
     backend: str = "oracle"  # oracle | noisy_oracle | vlm
-    noise_p: float = 0.2  # noisy_oracle: probability of a wrong mark per layout
+    noise_p: float = 0.2  # noisy_oracle: the share of layouts with a wrong mark (round(p x layouts) of them)
     camera: str = "top"
     width: int = 640
     height: int = 480
@@ -104,6 +105,7 @@ def build_guides(
         client = ModelClient(cfg.model)
     env = _render_env(task)
     rng = random.Random(cfg.noise_seed)
+    noisy = wrong_layouts(task.layouts, cfg.noise_p, rng) if cfg.backend == "noisy_oracle" else set()
     guides, records = [], []
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
@@ -125,7 +127,7 @@ def build_guides(
                 answer, source = truth, "oracle"
             elif cfg.backend == "noisy_oracle":
                 answer, source = (
-                    noisy_oracle_answer(proposal, task.name, ident["object"], goal, cfg.noise_p, rng),
+                    noisy_oracle_answer(proposal, task.name, ident["object"], goal, layout in noisy, rng),
                     ("noisy_oracle"),
                 )
             else:

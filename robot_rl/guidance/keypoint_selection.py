@@ -2,8 +2,8 @@
 
 A VLM sees the marked top-down image and the instruction and answers with mark ids and grid cells
 (`KeypointAnswer`); the `oracle` backend answers the same question from simulator ground truth
-(the offline default and the ablation every paper reports); `noisy_oracle` picks a wrong mark with
-probability p. The answer becomes a `KeypointGuide`: body-attached grasp and target keypoints and
+(the offline default and the ablation every paper reports); `noisy_oracle` gives a wrong mark in a share p
+of the layouts. The answer becomes a `KeypointGuide`: body-attached grasp and target keypoints and
 world-frame waypoints for the object centre, which `keypoint_reward` turns into reward.
 """
 
@@ -117,12 +117,19 @@ def oracle_answer(proposal: Proposal, task: str, object_body: str, goal_body: st
     return KeypointAnswer(grasp=grasp.id, target=target.id, waypoints=[lift, carry], rationale="oracle")
 
 
+def wrong_layouts(layouts: int, p: float, rng: random.Random) -> set[int]:
+    """Which layouts noisy_oracle answers wrongly: round(p * layouts) of them, drawn without replacement, so each
+    layout is wrong with probability ~p and every run carries the nominal noise (independent draws put no wrong
+    mark in any of 16 layouts for one seed)."""
+    return set(rng.sample(range(layouts), round(p * layouts)))
+
+
 def noisy_oracle_answer(
-    proposal: Proposal, task: str, object_body: str, goal_body: str, p: float, rng: random.Random
+    proposal: Proposal, task: str, object_body: str, goal_body: str, wrong: bool, rng: random.Random
 ) -> KeypointAnswer:
-    """The oracle's answer with, with probability p, the grasp or the target mark replaced by a wrong one."""
+    """The oracle's answer, or (wrong) the same with the grasp or the target mark replaced by a wrong one."""
     answer = oracle_answer(proposal, task, object_body, goal_body)
-    if rng.random() >= p:
+    if not wrong:
         return answer
     field = rng.choice(["grasp", "target"])
     keep = answer.target if field == "grasp" else answer.grasp

@@ -143,7 +143,10 @@ def _script(env, grasp_point, obj_index: int, obj_path: list[np.ndarray], steps:
 def test_noisy_oracle_draws_its_wrong_marks_from_the_run_seed():
     """The ablation's noise: p = 1 replaces a mark in every layout, p = 0 in none, the realized count is saved,
     and the draws follow the run's seed (a fixed draw once gave every seed of a sweep zero wrong layouts)."""
+    import random
+
     from robot_rl.config import load_config
+    from robot_rl.guidance.keypoint_selection import wrong_layouts
 
     task = ArmPickPlace(layouts=2)
     _, every = build_guides(task, KeypointGuidanceConfig(backend="noisy_oracle", noise_p=1.0))
@@ -151,6 +154,8 @@ def test_noisy_oracle_draws_its_wrong_marks_from_the_run_seed():
     assert all("noisy oracle: wrong" in r["answer"]["rationale"] for r in every["records"])
     _, none = build_guides(task, KeypointGuidanceConfig(backend="noisy_oracle", noise_p=0.0))
     assert none["wrong_layouts"] == 0
+    drawn = [wrong_layouts(16, 0.2, random.Random(seed)) for seed in range(3)]
+    assert all(len(w) == 3 for w in drawn) and len({frozenset(w) for w in drawn}) == 3  # 3 of 16, per seed
     cfg = load_config(["task=arm_push", "guidance=keypoint", "guidance.backend=noisy_oracle", "seed=3"])
     assert cfg.guidance.noise_seed == 3 and cfg.guidance.seed == 0  # noise per run, the same marks for all
 
