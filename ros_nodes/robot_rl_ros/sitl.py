@@ -82,8 +82,13 @@ class SitlGraph:
         sim: dict | None = None,
         policy: dict | None = None,
         safety: dict | None = None,
+        observers: int = 1,
     ) -> None:
-        self.start("sim_bridge", "sim_bridge", {"lockstep": self.lockstep, **(sim or {})})
+        """The Crazyflie: sim bridge, policy node, safety node. Lock-step time starts once the policy, the
+        safety node and `observers` more readers (an Observer) read odometry, so on a loaded machine an observer
+        still being discovered misses none of a short flight's first mode changes."""
+        start = {"start_after_subscribers": 2 + observers} if self.lockstep else {}
+        self.start("sim_bridge", "sim_bridge", {"lockstep": self.lockstep, **start, **(sim or {})})
         self.start("policy", "policy_node", {"bundle": str(bundle_dir), "goal": list(goal), **(policy or {})})
         self.start("safety", "safety_node", {"bundle": str(bundle_dir), **(safety or {})})
 
