@@ -282,6 +282,7 @@ def evaluate_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | Non
     zero_policy: act with zeros instead; for a plan-guided run that is the plan alone (k * a_rl = 0).
     """
     from robot_rl.evaluation.evaluate import deploy_policy, evaluate, torch_policy
+    from robot_rl.training.ppo_trainer import restore_guidance
 
     cfg = _run_config(run_dir, list(overrides))
     e = cfg.eval
@@ -304,10 +305,7 @@ def evaluate_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | Non
         actor, _ = _load_actor(cfg, run_dir, checkpoint)
         policy = torch_policy(actor)
     if hasattr(env, "load_guidance_state") and not zero_policy:  # the plan state and gains the policy trained with
-        saved = load_checkpoint(Path(checkpoint) if checkpoint else latest_checkpoint(run_dir))
-        env.set_progress(int(saved["total_steps"]))
-        if "guidance" in saved:
-            env.load_guidance_state(saved["guidance"])
+        restore_guidance(env, load_checkpoint(Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)))
     t0 = time.perf_counter()
     result = evaluate(env, policy, progress=True)
     kind = "zero" if zero_policy else "bundle" if use_bundle else "checkpoint"

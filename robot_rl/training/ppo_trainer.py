@@ -91,6 +91,15 @@ def set_rng_state(env, state: dict) -> None:
     env.rng.set_state(state["env"])
 
 
+def restore_guidance(env, checkpoint: dict) -> None:
+    """Put a guided env where the checkpoint's training left it: its gain schedules at that progress and what
+    online correction had learned (planned exploration). Other envs have neither and are left as they are."""
+    if hasattr(env, "set_progress"):
+        env.set_progress(int(checkpoint["total_steps"]))
+    if "guidance" in checkpoint and hasattr(env, "load_guidance_state"):
+        env.load_guidance_state(checkpoint["guidance"])
+
+
 class PPOTrainer:
     def __init__(self, env, algo: dict, run_dir: Path | None = None, writer=None):
         self.env = env
@@ -150,10 +159,7 @@ class PPOTrainer:
         self.total_steps = int(d["total_steps"])
         self.train_time_s = float(d["train_time_s"])
         set_rng_state(self.env, d["rng"])
-        if hasattr(self.env, "set_progress"):  # schedules of a guided env continue where training left off
-            self.env.set_progress(self.total_steps)
-        if "guidance" in d and hasattr(self.env, "load_guidance_state"):
-            self.env.load_guidance_state(d["guidance"])
+        restore_guidance(self.env, d)
 
     # -- training ---------------------------------------------------------------------------------
     def learn(self, iterations: int, save_every: int = 50, progress: bool = True) -> dict:

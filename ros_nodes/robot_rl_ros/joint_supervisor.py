@@ -17,6 +17,7 @@ from enum import IntEnum
 
 import numpy as np
 
+from robot_rl_ros.event_log import EventLog
 from robot_rl_ros.limits import is_finite, tilt_deg
 from robot_rl_ros.monitor import InputMonitor
 
@@ -166,8 +167,7 @@ class JointSupervisor:
         self.hold_pose: np.ndarray | None = None
         self.last_cmd: np.ndarray | None = None
         self.last_cmd_time: float | None = None
-        self.events: list[JointEvent] = []  # the latest 1,000
-        self.n_events = 0  # ever recorded: the diagnostics publisher's cursor survives the trimming
+        self.events = EventLog()
         self.counts = {k: 0 for k in ("action.nonfinite", "action.bad_dim", "limit.joint", "limit.lead",
                                       "limit.speed", "limit.workspace", "commands")}  # fmt: skip
 
@@ -324,12 +324,9 @@ class JointSupervisor:
                 self.hold_pose = self.last_cmd.copy()
         self.mode, self.reason, self.mode_since = mode, reason, now
         self.events.append(JointEvent(now, mode.name, reason))
-        self.n_events += 1
 
     def note(self, now: float, kind: str, reason: str) -> str:
         self.events.append(JointEvent(now, kind, reason))
-        self.n_events += 1
-        del self.events[:-1000]
         return reason
 
     def counters(self) -> dict[str, int]:

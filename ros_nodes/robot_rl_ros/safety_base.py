@@ -101,9 +101,8 @@ class SafetyNodeBase(Node, ABC):
 
     def _publish_diagnostics(self) -> None:
         sup = self.sup
-        n_new = min(sup.n_events - self.n_events_reported, len(sup.events))
-        new = sup.events[len(sup.events) - n_new :]
-        self.n_events_reported = sup.n_events
+        new = sup.events.since(self.n_events_reported)
+        self.n_events_reported = sup.events.total
         # Mode changes always go out; of the repeated interventions, the latest 20.
         modes = {e.kind for e in new} & {m.name for m in type(sup.mode)}
         new = [e for e in new if e.kind in modes] + [e for e in new if e.kind not in modes][-20:]

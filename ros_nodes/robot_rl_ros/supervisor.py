@@ -13,6 +13,7 @@ from enum import IntEnum
 import numpy as np
 
 from robot_rl_ros import limits as L
+from robot_rl_ros.event_log import EventLog
 from robot_rl_ros.fallback import MOTORS_OFF, FallbackController
 from robot_rl_ros.monitor import InputMonitor
 
@@ -69,8 +70,7 @@ class SafetySupervisor:
         # The firmware ignores thrust until it has seen a zero-thrust setpoint (thrust lock), so we
         # never arm before at least one disarmed, zero-thrust command has gone out.
         self.unlock_sent = 0  # zero-thrust setpoints delivered to a listening robot
-        self.events: list[Intervention] = []  # the latest 1,000
-        self.n_events = 0  # ever recorded: the diagnostics publisher's cursor survives the trimming
+        self.events = EventLog()
         self.counts: dict[str, int] = {
             "action.nonfinite": 0,
             "action.bad_dim": 0,
@@ -263,12 +263,9 @@ class SafetySupervisor:
             self.hover_z = None if self.state is None else float(self.state["position"][2])
         self.mode, self.reason, self.mode_since = mode, reason, now
         self.events.append(Intervention(now, mode.name, reason))
-        self.n_events += 1
 
     def _note(self, now: float, kind: str, reason: str) -> str:
         self.events.append(Intervention(now, kind, reason))
-        self.n_events += 1
-        del self.events[:-1000]  # bounded memory on long runs
         return reason
 
     def counters(self) -> dict[str, int]:
