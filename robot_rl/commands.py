@@ -181,7 +181,8 @@ def train_one(cfg: DictConfig) -> Path:
         how = "resuming" if resuming else "initialised"
         print(f"{how} {run_dir} from {checkpoint} (iteration {trainer.iteration})")
     setup_s = time.perf_counter() - t_setup
-    print(f"run: {run_dir}  ({env.num_envs} worlds, {int(cfg.train.iterations)} iterations)")
+    worlds = getattr(env, "num_worlds", env.num_envs)  # a per-drone env has more environments than worlds
+    print(f"run: {run_dir}  ({worlds} worlds, {int(cfg.train.iterations)} iterations)")
     try:
         result = trainer.learn(int(cfg.train.iterations), save_every=int(cfg.train.save_every),
                                progress=bool(cfg.train.progress))  # fmt: skip
@@ -236,7 +237,8 @@ def imitate_one(cfg: DictConfig, dagger) -> Path:
     env.stagger_episodes()  # episodes end at different times: the samples cover every phase of a flight
     trainer = PPOTrainer(env, OmegaConf.to_container(cfg.algo, resolve=True))
     _start_run(run_dir, cfg, kind="imitation", imitation=asdict(dagger))
-    print(f"imitate: {run_dir}  ({env.num_envs} worlds, {dagger.rounds} DAgger rounds x {dagger.steps_per_round} "
+    worlds = getattr(env, "num_worlds", env.num_envs)
+    print(f"imitate: {run_dir}  ({worlds} worlds, {dagger.rounds} DAgger rounds x {dagger.steps_per_round} "
           "env steps)")  # fmt: skip
     t0 = time.perf_counter()
     try:
@@ -248,7 +250,7 @@ def imitate_one(cfg: DictConfig, dagger) -> Path:
         raise
     wall = time.perf_counter() - t0
     # a PPO run started from this checkpoint accounts for the imitation's env steps and time
-    trainer.total_steps += dagger.rounds * dagger.steps_per_round * env.num_envs
+    trainer.total_steps += dagger.rounds * dagger.steps_per_round * worlds
     trainer.train_time_s = wall
     trainer.save(run_dir / "checkpoints" / "model_0.pt")
     critic = {k: critic[k] for k in ("total_steps", "train_time_s", "mean_return")}

@@ -1,9 +1,10 @@
-"""Build a BatchedEnv from a composed config."""
+"""Build a BatchedEnv from a composed config; PerDroneEnv: a swarm task's drones as PPO's environments."""
 
 from __future__ import annotations
 
 import torch
 from omegaconf import DictConfig, OmegaConf
+from tensordict import TensorDict
 
 from sim.env import BatchedEnv, EnvConfig
 from sim.tasks import make_task
@@ -37,9 +38,79 @@ def make_env(
         pushes=bool(pick(pushes, t.pushes)),
     )
     env = BatchedEnv(task, env_cfg)
+    if cfg.get("algo") is not None and cfg.algo.get("per_drone", False):
+        env = PerDroneEnv(env)
     g = cfg.get("guidance")
     if g is not None and g.name == "plan":  # the plan controller is part of the env the policy acts in
         from robot_rl.guidance.planned_exploration import PlanGuidedEnv, plan_config
 
         env = PlanGuidedEnv(env, plan_config(OmegaConf.to_container(g, resolve=True)))
     return env
+
+
+class PerDroneEnv:
+    """A swarm env seen by PPO as one environment per drone: per-drone credit assignment.
+
+    The team env (W worlds, N drones) gives PPO one reward per world, the team mean, so every drone's
+    actions are judged by the whole team's luck: a drone that brakes well in front of a wall gets the
+    same advantage as one that hits it. Here each drone is an environment of its own (W * N of them,
+    drone-major within a world): its own observation (D), its own reward (the task's per-drone terms),
+    and a critic that sees its own observation and clearance followed by the whole team's critic
+    observation (a centralised value of the drone's return). The weights stay shared: the actor is the
+    per-drone network applied to one drone (num_drones = 1), the same weights a team actor uses.
+
+    A world's episode ends for all its drones at once (resets are per world); extras["final"] carries
+    each drone's own outcome (success, collisions, goal error), so evaluation counts drone-episodes.
+    """
+
+    def __init__(self, env: BatchedEnv):
+        task = env.task
+        if not hasattr(task, "drone_outcome"):
+            raise ValueError(f"algo.per_drone needs a multi-drone task (crazyflie_swarm), not '{task.name}'")
+        self.env, self.task = env, task
+        self.drones = int(task.num_drones)
+        self.num_worlds = env.num_envs
+        self.num_envs = env.num_envs * self.drones
+        self.num_actions = env.num_actions // self.drones
+        self.max_episode_length = env.max_episode_length
+        self.rng = env.rng
+        self.device = getattr(env, "device", "cpu")
+        self.cfg = env.cfg
+
+    def _split(self, obs) -> TensorDict:
+        W, N = self.num_worlds, self.drones
+        policy = obs["policy"].reshape(W * N, -1)
+        team = obs["critic"]
+        per_drone = team[:, : policy.shape[1] * N].reshape(W, N, -1)
+        clearance = team[:, policy.shape[1] * N :].reshape(W, N, -1)
+        critic = torch.cat([per_drone, clearance, team.unsqueeze(1).expand(W, N, -1)], -1).reshape(W * N, -1)
+        return TensorDict({"policy": policy, "critic": critic}, batch_size=[W * N])
+
+    def get_observations(self) -> TensorDict:
+        return self._split(self.env.get_observations())
+
+    def reset(self) -> TensorDict:
+        return self._split(self.env.reset())
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        N = self.drones
+        obs, _, dones, extras = self.env.step(actions.reshape(self.num_worlds, -1))
+        reward = self.task.drone_reward.reshape(-1).float()  # computed before the done worlds were reset
+        out = {"time_outs": extras["time_outs"].repeat_interleave(N), "episode": extras["episode"]}
+        if "final" in extras:
+            world_ids = extras["final"]["ids"]
+            drone = self.task.final_drone_outcome
+            final = {k: v.reshape(-1) for k, v in drone.items()}
+            final["ids"] = (world_ids.unsqueeze(1) * N + torch.arange(N)).reshape(-1)
+            final["terms"] = {k: v.repeat_interleave(N) for k, v in extras["final"]["terms"].items()}  # team sums
+            out["final"] = final
+        return self._split(obs), reward, dones.repeat_interleave(N), out
+
+    def stagger_episodes(self) -> None:
+        self.env.stagger_episodes()
+
+    def state_hash(self) -> str:
+        return self.env.state_hash()
+
+    def close(self) -> None:
+        self.env.close()

@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     policies: dict[str, dict[int, dict]] = {stage: {} for stage in stages}
     for (stage, seed), ckpt in finals.items():
         name = f"{stage}_s{seed}"
-        make = lambda ckpt=ckpt: policy_controller(policy_from_checkpoint(ckpt))  # noqa: E731
+        make = lambda ckpt=ckpt: policy_controller(policy_from_checkpoint(ckpt, args.drones))  # noqa: E731
         policies[stage][seed] = _row(evaluate_entry(args, name, make, gap=False),
                                      evaluate_entry(args, f"gap_{name}", make, gap=True))  # fmt: skip
     md, data = table(args, baselines, policies, runs, command)

@@ -97,7 +97,8 @@ def actor_config(algo: dict, task, distribution_cfg: dict) -> dict:
     return {
         "class_name": CLASS_NAME,
         "policy": str(algo["actor"]),
-        "num_drones": int(task.num_drones),
+        # per_drone: PPO's environments are single drones (robot_rl.envs.PerDroneEnv); same per-drone weights
+        "num_drones": 1 if algo.get("per_drone", False) else int(task.num_drones),
         "k_neighbours": int(task.k_neighbours),
         "num_beams": int(task.num_beams),
         "hidden": None if algo.get("swarm_hidden") is None else int(algo["swarm_hidden"]),
@@ -117,8 +118,10 @@ def extract_policy(actor: SwarmActorModel) -> SwarmAttentionPolicy | SwarmMlpPol
     return net
 
 
-def policy_from_checkpoint(path: Path | str) -> SwarmAttentionPolicy | SwarmMlpPolicy:
-    """A stand-alone swarm policy from a robot_rl checkpoint of a swarm actor (no env needed)."""
+def policy_from_checkpoint(path: Path | str, num_drones: int | None = None) -> SwarmAttentionPolicy | SwarmMlpPolicy:
+    """A stand-alone swarm policy from a robot_rl checkpoint of a swarm actor (no env needed).
+
+    num_drones: the team size it will fly (default: the training actor's; a per-drone run's actor has 1)."""
     from robot_rl.training.checkpoint import load_checkpoint
 
     d = load_checkpoint(Path(path))
@@ -126,7 +129,8 @@ def policy_from_checkpoint(path: Path | str) -> SwarmAttentionPolicy | SwarmMlpP
     if cfg.get("class_name") != CLASS_NAME:
         raise ValueError(f"{path}: not a swarm actor checkpoint (actor {cfg.get('class_name', 'MLPModel')})")
     width = {} if cfg.get("hidden") is None else {"hidden": int(cfg["hidden"])}
-    net = POLICIES[cfg["policy"]](num_drones=cfg["num_drones"], k_neighbours=cfg["k_neighbours"],
+    drones = cfg["num_drones"] if num_drones is None else int(num_drones)
+    net = POLICIES[cfg["policy"]](num_drones=drones, k_neighbours=cfg["k_neighbours"],
                                   num_beams=cfg["num_beams"], **width)  # fmt: skip
     state = d["actor_state_dict"]
     net.load_state_dict({k.removeprefix("mlp.policy."): v for k, v in state.items() if k.startswith("mlp.policy.")})

@@ -107,15 +107,17 @@ def beta_schedule(round_index: int, rounds: int, beta0: float, decay: float) -> 
     return beta0 * decay**round_index
 
 
-def teacher_actions(task, teacher: str = "sensed_safe_command") -> torch.Tensor:
-    """The task's teacher in policy action units: (W, num_actions) in [-1, 1]."""
+def teacher_actions(task, teacher: str = "sensed_safe_command", num_actions: int | None = None) -> torch.Tensor:
+    """The task's teacher in policy action units: (envs, num_actions) in [-1, 1]; num_actions: the env's
+    (default: the whole team per world; 4 when each drone is an environment, robot_rl.envs.PerDroneEnv)."""
     if not hasattr(task, teacher):
         raise ValueError(
             f"task '{getattr(task, 'name', type(task).__name__)}' has no teacher: imitation needs a task with "
             f"{teacher}() (crazyflie_swarm)"
         )
     motors = getattr(task, teacher)()  # motor units [0, 1], the inverse of command(a) = 0.5 + 0.5 a
-    return (2.0 * motors - 1.0).reshape(motors.shape[0], -1).float()
+    shape = (motors.shape[0], -1) if num_actions is None else (-1, num_actions)
+    return (2.0 * motors - 1.0).reshape(shape).float()
 
 
 @dataclass
@@ -166,7 +168,7 @@ def collect_round(env, actor, cfg: DaggerConfig, beta: float, gen: torch.Generat
     obs = env.get_observations()
     with torch.no_grad():
         for _ in range(cfg.steps_per_round):
-            label = teacher_actions(env.task, cfg.teacher)
+            label = teacher_actions(env.task, cfg.teacher, env.num_actions)
             use_teacher = torch.rand(env.num_envs, generator=gen) < beta
             mean = mean_action(actor, obs["policy"])
             act = torch.where(use_teacher.unsqueeze(1), label, mean)
@@ -184,12 +186,13 @@ def collect_round(env, actor, cfg: DaggerConfig, beta: float, gen: torch.Generat
     return {"obs": torch.cat(obs_rows), "labels": torch.cat(label_rows), "success": success, "crash": crash}
 
 
-def fit(actor, buffer: Buffer, optimizer: torch.optim.Optimizer, cfg: DaggerConfig, gen: torch.Generator) -> float:
+def fit(actor, buffer: Buffer, optimizer: torch.optim.Optimizer, cfg: DaggerConfig, gen: torch.Generator,
+        rows_per_world_step: int = 1) -> float:  # fmt: skip
     """cfg.updates_per_round Adam steps of MSE on the buffer; returns the mean loss of the last 50 steps."""
     params = [p for p in actor.mlp.parameters() if p.requires_grad]
     losses = []
     for _ in range(cfg.updates_per_round):
-        obs, labels = buffer.sample(cfg.batch_size, gen)
+        obs, labels = buffer.sample(cfg.batch_size * rows_per_world_step, gen)
         loss = imitation_loss(actor, obs, labels)
         optimizer.zero_grad()
         loss.backward()
@@ -214,7 +217,10 @@ def run_dagger(env, actor, cfg: DaggerConfig, seed: int = 0, progress: bool = Tr
     teacher_actions(env.task, cfg.teacher)  # fail before any rollout on a task without the teacher
     gen = torch.Generator().manual_seed(seed)
     obs_dim, action_dim = env.get_observations()["policy"].shape[1], env.num_actions
-    capacity = min(cfg.buffer_size, cfg.rounds * cfg.steps_per_round * env.num_envs)  # no memory it cannot use
+    # buffer_size and batch_size count world-steps: with one environment per drone (PerDroneEnv) a world-step
+    # is N rows, so the same settings keep and sample the same data as with the team actor
+    rows = env.num_envs // getattr(env, "num_worlds", env.num_envs)
+    capacity = min(cfg.buffer_size * rows, cfg.rounds * cfg.steps_per_round * env.num_envs)  # no memory it cannot use
     buffer = Buffer.empty(capacity, obs_dim, action_dim)
     params = [p for p in actor.mlp.parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(params, lr=cfg.learning_rate)
@@ -231,7 +237,7 @@ def run_dagger(env, actor, cfg: DaggerConfig, seed: int = 0, progress: bool = Tr
         actor.update_normalization(TensorDict({"policy": data["obs"]}, batch_size=[data["obs"].shape[0]]))
         with torch.no_grad():
             fresh = imitation_loss(actor, data["obs"], data["labels"]).item()
-        train_loss = fit(actor, buffer, optimizer, cfg, gen)
+        train_loss = fit(actor, buffer, optimizer, cfg, gen, rows)
         rec = {"round": r, "beta": round(beta, 4), "fresh_loss": fresh, "train_loss": train_loss,
                "buffer": buffer.size, "episodes": len(data["success"]), "success": _rate(data["success"]),
                "crash": _rate(data["crash"]), "collect_s": round(collect_s, 1),

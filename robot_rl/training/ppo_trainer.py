@@ -115,6 +115,8 @@ class PPOTrainer:
         self.total_steps = 0
         self.train_time_s = 0.0
         self.update_threads = int(algo.get("update_threads") or max(1, os.cpu_count() or 1))  # default: all cores
+        # env steps count simulated worlds: a per-drone env (robot_rl.envs.PerDroneEnv) has N environments per world
+        self.worlds = getattr(env, "num_worlds", env.num_envs)
 
     def _shrink_output_layer(self) -> None:
         """Start from near-zero mean actions: for a drone that is the nominal hover command, so
@@ -202,12 +204,12 @@ class PPOTrainer:
             torch.set_num_threads(rollout_threads)
             dt = time.perf_counter() - t0
             self.iteration = it + 1
-            self.total_steps += steps_per_iter * env.num_envs
+            self.total_steps += steps_per_iter * self.worlds
             self.train_time_s += dt
             mean_ret = float(np.mean(recent_returns)) if recent_returns else float("nan")
             succ = float(np.mean(recent_success)) if recent_success else float("nan")
             bar.set_postfix(
-                ret=f"{mean_ret:.1f}", success=f"{succ:.2f}", sps=f"{steps_per_iter * env.num_envs / dt:.0f}"
+                ret=f"{mean_ret:.1f}", success=f"{succ:.2f}", sps=f"{steps_per_iter * self.worlds / dt:.0f}"
             )
             if self.writer is not None:
                 self._log(it, losses, ep_logs, mean_ret, succ, collect, dt)
@@ -228,7 +230,7 @@ class PPOTrainer:
         w.add_scalar("Train/mean_reward", mean_ret, it)
         w.add_scalar("Train/success_rate", succ, it)
         w.add_scalar("Train/learning_rate", self.alg.learning_rate, it)
-        w.add_scalar("Perf/steps_per_s", self.cfg["num_steps_per_env"] * self.env.num_envs / dt, it)
+        w.add_scalar("Perf/steps_per_s", self.cfg["num_steps_per_env"] * self.worlds / dt, it)
         w.add_scalar("Perf/collect_time_s", collect, it)
         w.add_scalar("Perf/learn_time_s", dt - collect, it)
         keys = set().union(*[d.keys() for d in ep_logs]) if ep_logs else set()

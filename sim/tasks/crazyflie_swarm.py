@@ -483,6 +483,8 @@ class CrazyflieSwarm:
         if w.safety_guide != 0.0:
             safe = 2.0 * self.safe_command() - 1.0  # policy units
             terms["safety_guide"] = -w.safety_guide * (self.action - safe).norm(dim=-1)
+        # each drone's own reward, kept for per-drone credit assignment (robot_rl.envs.PerDroneEnv)
+        self.drone_reward = torch.stack(list(terms.values())).sum(0)
         return {k: v.mean(dim=1) for k, v in terms.items()}  # team mean
 
     def terminated(self) -> torch.Tensor:
@@ -511,6 +513,7 @@ class CrazyflieSwarm:
 
     def episode_outcome(self, ids: torch.Tensor, time_outs: torch.Tensor) -> dict[str, torch.Tensor]:
         out = {k: v[ids] for k, v in self.drone_outcome().items()}
+        self.final_drone_outcome = dict(out, position_error_m=out["final_goal_error_m"])  # (len(ids), N) each
         result = {k: v.mean(dim=1) for k, v in out.items() if k != "time_to_goal_s"}
         result["time_to_goal_s"] = torch.nan_to_num(out["time_to_goal_s"].nanmean(dim=1), nan=0.0)
         result["position_error_m"] = result["final_goal_error_m"]  # the name robot-rl eval reports

@@ -27,6 +27,8 @@ def test_teacher_is_in_the_policy_action_units(teacher):
     assert a.shape == (2, env.num_actions) and a.min() >= -1.0 and a.max() <= 1.0
     # the env executes command(a) = 0.5 + 0.5 a: exactly the teacher's motor command
     torch.testing.assert_close(task.command(a.double()), getattr(task, teacher)(), atol=1e-6, rtol=0)
+    # one row per drone when each drone is an environment (robot_rl.envs.PerDroneEnv)
+    assert torch.equal(teacher_actions(task, teacher, num_actions=4), a.reshape(4, 4))
     env.close()
 
 
@@ -41,9 +43,10 @@ def test_beta_decays_to_zero_and_settings_are_checked():
             dagger_config(bad)
 
 
-def test_tiny_dagger_lowers_the_loss_and_ppo_starts_from_its_checkpoint(tmp_path):
+@pytest.mark.parametrize("per_drone", [False, True], ids=["team", "per_drone"])
+def test_tiny_dagger_lowers_the_loss_and_ppo_starts_from_its_checkpoint(tmp_path, per_drone):
     settings = ["imitation.rounds=2", "imitation.steps_per_round=60", "imitation.updates_per_round=150",
-                "imitation.batch_size=64", "imitation.critic_iterations=1"]  # fmt: skip
+                "imitation.batch_size=64", "imitation.critic_iterations=1", f"algo.per_drone={per_drone}"]  # fmt: skip
     run = commands.cmd_imitate([*TINY, *settings, f"runs_root={tmp_path}", "run_name=warm"])
     rounds = json.loads((run / "imitation.json").read_text())["rounds"]
     assert [r["beta"] for r in rounds] == [1.0, 0.0]
@@ -57,7 +60,7 @@ def test_tiny_dagger_lowers_the_loss_and_ppo_starts_from_its_checkpoint(tmp_path
     assert ckpt["actor_state_dict"]["obs_normalizer.norm.count"] == ckpt["total_steps"] * 3
 
     (ppo,) = commands.cmd_train([*TINY, f"init_from={run}", "train.iterations=1", f"runs_root={tmp_path}",
-                                 "run_name=ppo"])  # fmt: skip
+                                 "run_name=ppo", f"algo.per_drone={per_drone}"])  # fmt: skip
     meta = json.loads((ppo / "meta.json").read_text())
     assert meta["init_from"].endswith("model_0.pt") and meta["iterations"] == 1
     assert meta["total_steps"] == ckpt["total_steps"] + 24 * 4
