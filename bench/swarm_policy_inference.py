@@ -28,18 +28,24 @@ def time_call(fn, x: torch.Tensor, repeats: int) -> float:
 def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    policies = {"attention": SwarmAttentionPolicy(), "mlp": SwarmMlpPolicy()}
+    # attention_w32: the width-32 attention policy of docs/swarm_results.md (algo.swarm_hidden=32)
+    policies = {"attention": SwarmAttentionPolicy(), "attention_w32": SwarmAttentionPolicy(hidden=32),
+                "mlp": SwarmMlpPolicy()}  # fmt: skip
     one = torch.randn(1, policies["mlp"].obs_dim)
     batch = torch.randn(1024, 6 * policies["mlp"].obs_dim)
     res = {}
     for name, p in policies.items():
         p.eval()
         res[name] = (parameter_count(p), time_call(p.drone, one, 2000), time_call(p, batch, 50))
-    print(f"{'policy':<10}{'params':>8}{'1 drone (us)':>16}{'1024x6 drones (ms)':>22}")
+    print(f"{'policy':<14}{'params':>8}{'1 drone (us)':>16}{'1024x6 drones (ms)':>22}")
     for name, (n, t1, tb) in res.items():
-        print(f"{name:<10}{n:>8}{t1 * 1e6:>16.1f}{tb * 1e3:>22.2f}")
+        print(f"{name:<14}{n:>8}{t1 * 1e6:>16.1f}{tb * 1e3:>22.2f}")
     a, m = res["attention"], res["mlp"]
     print(f"ratio attention/mlp: params {a[0] / m[0]:.2f}, 1 drone {a[1] / m[1]:.2f}, batch {a[2] / m[2]:.2f}")
+    w = res["attention_w32"]
+    print(
+        f"ratio attention_w32/attention: params {w[0] / a[0]:.2f}, 1 drone {w[1] / a[1]:.2f}, batch {w[2] / a[2]:.2f}"
+    )
 
 
 if __name__ == "__main__":
