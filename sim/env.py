@@ -47,6 +47,7 @@ class BatchedEnv:
         self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long)
         task.attach(self.backend, cfg, self.rng)
         self._term_sums: dict[str, torch.Tensor] = {}
+        self._sum_names: tuple[str, ...] | None = None  # the terms whose sums are rows of _sum_buf
         self.reward = None  # None: the task's own reward terms
         self.reset()
 
@@ -54,6 +55,7 @@ class BatchedEnv:
         """Replace the task's reward by an object with terms() and reset(ids) (e.g. guidance rewards)."""
         self.reward = reward
         self._term_sums = {}
+        self._sum_names = None
         self.reset()
 
     # rsl_rl VecEnv -----------------------------------------------------------------------------
@@ -67,19 +69,20 @@ class BatchedEnv:
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         actions = torch.as_tensor(actions, dtype=torch.float64).reshape(self.num_envs, self.num_actions)
-        if not torch.all(torch.isfinite(actions)):
+        # one reduction: a NaN or Inf anywhere makes the sum non-finite (an overflowing sum of finite actions only
+        # costs the exact check)
+        if not math.isfinite(actions.sum()) and not torch.all(torch.isfinite(actions)):
             raise ValueError("actions contain NaN or Inf")
         self.task.apply_actions(actions.clamp(-1.0, 1.0))
         self.episode_length_buf += 1
         self.task.interval_events(self.episode_length_buf)
 
         terms = self.task.reward_terms() if self.reward is None else self.reward.terms()
-        reward = torch.zeros(self.num_envs, dtype=torch.float64)
-        for name, value in terms.items():
-            reward += value
-            if name not in self._term_sums:  # not setdefault: that would allocate a buffer every step
-                self._term_sums[name] = torch.zeros(self.num_envs, dtype=torch.float64)
-            self._term_sums[name] += value
+        if tuple(terms) != self._sum_names:
+            self._sum_rows(tuple(terms))
+        stacked = torch.stack(list(terms.values())) if terms else torch.zeros(0, self.num_envs, dtype=torch.float64)
+        reward = stacked.sum(dim=0)  # the terms added in order, as a loop of += would (to rounding)
+        self._sum_buf += stacked  # every term's episode sum in one call
         terminated = self.task.terminated()
         time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
         dones = terminated | time_outs
@@ -95,6 +98,17 @@ class BatchedEnv:
         return self.get_observations(), reward.float(), dones, extras
 
     # helpers ------------------------------------------------------------------------------------
+    def _sum_rows(self, names: tuple[str, ...]) -> None:
+        """Keep the episode sums of these terms as rows of one (terms, worlds) buffer; _term_sums maps each name
+        to its row (terms no longer returned keep their sums)."""
+        old = self._term_sums
+        self._sum_buf = torch.stack(
+            [old[k] if k in old else torch.zeros(self.num_envs, dtype=torch.float64) for k in names]
+        )
+        rows = dict(zip(names, self._sum_buf.unbind(0), strict=True))
+        self._term_sums = {k: rows.get(k, v) for k, v in old.items()} | rows
+        self._sum_names = names
+
     def _episode_log(self, ids: torch.Tensor, terminated: torch.Tensor, outcome: dict) -> dict:
         log = {}
         seconds = (self.episode_length_buf[ids].double() * self.task.control_dt).clamp(min=1e-6)

@@ -23,6 +23,8 @@ PWM_MAX = 65535.0
 PWM_TO_RPM_A = 0.2685  # same identification as robot_rl.deploy.units (sim may not import it)
 PWM_TO_RPM_B = 4070.3
 KF_N_PER_RPM2 = 3.16e-10
+# torch.rad2deg's factor (ATen's M_180_PI): x * RAD2DEG is torch.rad2deg(x) bit for bit, in one call instead of three
+RAD2DEG = float("57.295779513082320876798154814105170332405472466564")
 
 # Per motor: +1/-1 multipliers of (roll, pitch, yaw) outputs; from positions (+x,-y), (-x,-y), (-x,+y), (+x,+y):
 # roll torque = y f, pitch torque = -x f, yaw from the actuator gear signs (-, +, -, +).
@@ -50,6 +52,16 @@ def pwm_to_thrust(pwm: torch.Tensor, kf_scale: torch.Tensor | float = 1.0) -> to
     pwm = pwm.clamp(0.0, PWM_MAX)
     rpm = PWM_TO_RPM_A * pwm + PWM_TO_RPM_B
     return torch.where(pwm > 0.5, kf_scale * KF_N_PER_RPM2 * rpm * rpm, torch.zeros_like(pwm))
+
+
+def written_key(*tensors: torch.Tensor) -> tuple | None:
+    """Identity and write count of tensors, to keep values derived from them until one is replaced or written
+    to in place (a tensor's _version counts its in-place writes); None for inference tensors, which count none:
+    recompute then."""
+    try:
+        return tuple((id(t), t._version) for t in tensors)
+    except RuntimeError:
+        return None
 
 
 def quat_wxyz_to_rpy_deg(q: torch.Tensor) -> torch.Tensor:
@@ -81,6 +93,17 @@ class CrazyflieFirmware:
         self.rate_kp = torch.tensor([g.rate_rp_kp, g.rate_rp_kp, g.rate_y_kp], dtype=dtype)
         self.rate_ki = torch.tensor([g.rate_rp_ki, g.rate_rp_ki, g.rate_y_ki], dtype=dtype)
         self.rate_kd = torch.tensor([g.rate_rp_kd, g.rate_rp_kd, 0.0], dtype=dtype)
+        # For the 500 Hz tick, run between physics substeps, where every torch call costs microseconds whatever
+        # its size: constants built once, the mixer with the halving of roll and pitch folded in (exact: entries
+        # +-0.5 and +-1), and buffers written in place.
+        self.mix_half = torch.tensor([[0.5 * m for m in MIX_ROLL], [0.5 * m for m in MIX_PITCH], MIX_YAW], dtype=dtype)
+        self._mix_rows = self.mix_half.unbind(0)
+        self._rate_scale_cols = torch.tensor([1, 1, 2])
+        self._neg_rate_ilimit = -self.rate_ilimit
+        self._quat_sign2 = torch.tensor([[2.0], [2.0], [2.0], [-2.0]], dtype=dtype)
+        self._scale_key = None  # which gain_scale and kf_scale values _rate_scale and _kf were made from
+        self._rate_des = z(3)
+        self._att = torch.zeros(2, num_worlds, dtype=dtype)
 
     def reset(self, ids: torch.Tensor) -> None:
         self.att_int[ids] = 0.0
@@ -90,47 +113,79 @@ class CrazyflieFirmware:
     def state(self) -> list[torch.Tensor]:
         return [self.att_int, self.rate_int, self.rate_prev_err]
 
-    def motor_thrust(self, rpyt: torch.Tensor, quat_wxyz: torch.Tensor, gyro_body: torch.Tensor) -> torch.Tensor:
+    def motor_thrust(
+        self, rpyt: torch.Tensor, quat_wxyz: torch.Tensor, gyro_body: torch.Tensor, may_idle: bool = True
+    ) -> torch.Tensor:
         """One 500 Hz controller tick.
 
         rpyt: (n, 4) roll deg, pitch deg, yaw rate deg/s, thrust PWM (send_setpoint units).
         quat_wxyz: (n, 4) attitude; gyro_body: (n, 3) rad/s. Returns (n, 4) motor thrusts in N.
+        may_idle=False promises that every world's thrust setpoint is above 0.5 PWM (all armed): the masking
+        of stopped motors is then skipped, which leaves every value as it is.
         """
-        g, dt, s = self.gains, self.dt, self.gain_scale
-        att = quat_wxyz_to_rpy_deg(quat_wxyz)
-        rate = torch.rad2deg(gyro_body)
+        g, dt = self.gains, self.dt
+        att = self._roll_pitch_deg(quat_wxyz)
+        rate = gyro_body * RAD2DEG
         thrust = rpyt[:, 3:4].clamp(0.0, PWM_MAX)
-        armed = thrust > 0.5
+        idle = thrust <= 0.5 if may_idle else None  # not armed (a finite command: exactly ~(thrust > 0.5))
 
         # attitude loop: roll/pitch angle -> desired rates; yaw is commanded as a rate directly
-        att_err = rpyt[:, 0:2] - att[:, 0:2]
-        self.att_int = torch.where(armed, (self.att_int + att_err * dt).clamp(-g.att_ilimit, g.att_ilimit), 0.0)
-        rate_des_rp = s[:, 0:1] * (g.att_kp * att_err + g.att_ki * self.att_int)
-        rate_des = torch.cat([rate_des_rp, rpyt[:, 2:3]], dim=1)
+        att_err = rpyt[:, 0:2] - att
+        self.att_int = (self.att_int + att_err * dt).clamp_(-g.att_ilimit, g.att_ilimit)
+        if may_idle:
+            self.att_int.masked_fill_(idle, 0.0)
+        rate_des = self._rate_des  # written in place: one call less than torch.cat
+        torch.mul(self.gain_scale[:, 0:1], g.att_kp * att_err + g.att_ki * self.att_int, out=rate_des[:, 0:2])
+        rate_des[:, 2:3].copy_(rpyt[:, 2:3])
+        return self._rate_loop_and_mix(rate_des - rate, thrust, idle)
 
-        return self._rate_loop_and_mix(rate_des, rate, thrust, armed)
+    def _roll_pitch_deg(self, quat_wxyz: torch.Tensor) -> torch.Tensor:
+        """(n, 2) roll and pitch in degrees, bit for bit those of quat_wxyz_to_rpy_deg (atan2 and asin see the
+        same contiguous inputs), without the yaw that the rate-commanded yaw axis never uses."""
+        q = quat_wxyz.t()  # rows w, x, y, z
+        q2 = q * self._quat_sign2  # 2w, 2x, 2y, -2z: with them each sum below is 2 (a b + c d), rounded alike
+        roll_yx = q2[0::2] * q[1::2]  # 2wx, 2yz
+        pitch_yx = q2[2:4] * q[0:2]  # 2yw, -2zx
+        den = q2[1:3] * q[1:3]  # 2xx, 2yy
+        att = self._att  # (2, n): each angle written into a contiguous row, as into a fresh tensor
+        torch.atan2(roll_yx[0] + roll_yx[1], 1 - (den[0] + den[1]), out=att[0])
+        torch.asin((pitch_yx[0] + pitch_yx[1]).clamp(-1.0, 1.0), out=att[1])
+        return att.t() * RAD2DEG
 
     def motor_thrust_ctbr(self, ctbr: torch.Tensor, gyro_body: torch.Tensor) -> torch.Tensor:
         """Collective thrust (N) + body rates (deg/s) through the rate loop only."""
         per_motor = (ctbr[:, 0:1] / 4.0).clamp(min=0.0)
         rpm = torch.sqrt(per_motor / KF_N_PER_RPM2)  # nominal curve: the firmware does not know the DR scale
         thrust = ((rpm - PWM_TO_RPM_B) / PWM_TO_RPM_A).clamp(0.0, PWM_MAX) * (per_motor > 0)
-        return self._rate_loop_and_mix(ctbr[:, 1:4], torch.rad2deg(gyro_body), thrust, thrust > 0.5)
+        return self._rate_loop_and_mix(ctbr[:, 1:4] - gyro_body * RAD2DEG, thrust, thrust <= 0.5)
 
-    def _rate_loop_and_mix(self, rate_des, rate, thrust, armed) -> torch.Tensor:
-        dt, s = self.dt, self.gain_scale
-        # rate loop
-        err = rate_des - rate
-        limits = self.rate_ilimit
-        self.rate_int = torch.where(armed, torch.maximum(torch.minimum(self.rate_int + err * dt, limits), -limits), 0.0)
+    def _rate_loop_and_mix(self, err, thrust, idle) -> torch.Tensor:
+        """err: desired minus measured body rates (deg/s); idle: (n, 1) worlds whose motors are stopped, or None
+        when there are none."""
+        dt = self.dt
+        # rate loop; clamp(-limit, limit) is the firmware's max(min(x, limit), -limit), in one call, and
+        # masked_fill_ is torch.where(armed, x, 0.0) at half the cost
+        self.rate_int = (self.rate_int + err * dt).clamp_(self._neg_rate_ilimit, self.rate_ilimit)
         deriv = (err - self.rate_prev_err) / dt
-        self.rate_prev_err = torch.where(armed, err, 0.0)
-        scale = s[:, (1, 1, 2)]
-        out = scale * (self.rate_kp * err + self.rate_ki * self.rate_int + self.rate_kd * deriv)  # PWM units
-        out = out.clamp(-32767.0, 32767.0)
+        self.rate_prev_err = err
+        if idle is not None:
+            self.rate_int.masked_fill_(idle, 0.0)
+            self.rate_prev_err = err.masked_fill(idle, 0.0)
+        # per-world factors of the randomized gains and motor constant, recomputed after a write to them (resets)
+        key = written_key(self.gain_scale, self.kf_scale)
+        if key is None or self._scale_key != key:
+            self._rate_scale = torch.index_select(self.gain_scale, 1, self._rate_scale_cols)
+            self._kf = self.kf_scale * KF_N_PER_RPM2
+            self._scale_key = key
+        out = self._rate_scale * (self.rate_kp * err + self.rate_ki * self.rate_int + self.rate_kd * deriv)  # PWM
+        out = out.clamp_(-32767.0, 32767.0)
 
         # legacy power distribution: thrust + roll/2 + pitch/2 + yaw, per motor
-        half = torch.cat([out[:, 0:2] * 0.5, out[:, 2:3]], dim=1)
-        pwm = thrust + half @ self.mix
-        pwm = torch.where(armed, pwm.clamp(0.0, PWM_MAX), 0.0)
-        return pwm_to_thrust(pwm, self.kf_scale)
+        # out @ mix_half written out (the same sums in the same order; cheaper than a BLAS call for 3 x 4)
+        m_r, m_p, m_y = self._mix_rows
+        pwm = (thrust + ((out[:, 0:1] * m_r + out[:, 1:2] * m_p) + out[:, 2:3] * m_y)).clamp_(0.0, PWM_MAX)
+        if idle is not None:
+            pwm.masked_fill_(idle, 0.0)
+        # pwm_to_thrust, without its clamp: pwm is in range already
+        rpm = PWM_TO_RPM_A * pwm + PWM_TO_RPM_B
+        return (self._kf * rpm * rpm).masked_fill_(pwm <= 0.5, 0.0)

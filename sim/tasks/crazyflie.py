@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from sim.observation_layout import build_observation
-from sim.robots.crazyflie_firmware import CrazyflieFirmware, quat_wxyz_to_rpy_deg
+from sim.robots.crazyflie_firmware import CrazyflieFirmware, quat_wxyz_to_rpy_deg, written_key
 
 MODEL_PATH = Path(__file__).resolve().parents[2] / "assets" / "crazyflie" / "crazyflie.xml"
 REST_Z = 0.0125  # body origin height when the collision box rests on the floor
@@ -266,7 +266,8 @@ class CrazyflieHover:
 
     # -- stepping --------------------------------------------------------------------------------
     def command(self, a: torch.Tensor) -> torch.Tensor:
-        return torch.maximum(torch.minimum(self.act_offset + self.act_scale * a, self.act_high), self.act_low)
+        # clamp(low, high) is max(min(x, high), low) whenever low <= high, in one call
+        return (self.act_offset + self.act_scale * a).clamp_(self.act_low, self.act_high)
 
     def apply_actions(self, actions: torch.Tensor) -> None:
         self.prev_action = self.action
@@ -277,24 +278,40 @@ class CrazyflieHover:
         """Fly one control period with a command in robot units (rpyt: send_setpoint units)."""
         b = self.backend
         self.cmd_hist = torch.cat([cmd.unsqueeze(1), self.cmd_hist[:, :-1]], dim=1)
-        rows = torch.arange(self.n)
+        # the command each world's firmware sees at each substep, in one gather per control step
+        arrived = self.cmd_hist.reshape(-1, 4).index_select(0, self._arrival_rows()).view(self.substeps, self.n, 4)
+        quat, gyro = b.qpos[:, 3:7], b.qvel[:, 3:6]
+        # stopped motors (thrust setpoint <= 0.5 PWM) occur only where a reset world's first command has not
+        # arrived yet: when no world has one this step, the firmware skips their masking (same values)
+        may_idle = self.action_mode != "rpyt" or bool((arrived[:, :, 3] <= 0.5).any())
         for k in range(self.substeps):
-            # a command reaches the drone `latency` substeps after it was issued (radio, queues, ROS hops):
-            # at substep k the newest command that has arrived was issued ceil((latency - k) / substeps) steps ago
-            age = torch.div(self.latency - k + self.substeps - 1, self.substeps, rounding_mode="floor").clamp(
-                0, LATENCY_HISTORY - 1
-            )
-            b.ctrl[:] = self._motor_thrust(self.cmd_hist[rows, age])
+            b.ctrl.copy_(self._motor_thrust(arrived[k], quat, gyro, may_idle))
             b.step(1)
         self._update_status()
         self._refresh_raw(None)
 
-    def _motor_thrust(self, cmd: torch.Tensor) -> torch.Tensor:
-        b = self.backend
+    def _arrival_rows(self) -> torch.Tensor:
+        """Rows of cmd_hist.reshape(-1, 4) that reach the firmware at each substep, (substeps * n,), substep-major.
+
+        A command reaches the drone `latency` substeps after it was issued (radio, queues, ROS hops): at
+        substep k the newest command that has arrived was issued ceil((latency - k) / substeps) steps ago.
+        Latencies change only at resets, so the rows are kept until the latency tensor is written to.
+        """
+        key = written_key(self.latency)
+        if key is None or getattr(self, "_arrival_key", None) != key:
+            dev = self.latency.device
+            k = torch.arange(self.substeps, device=dev).unsqueeze(1)
+            age = torch.div(self.latency - k + self.substeps - 1, self.substeps, rounding_mode="floor")
+            age = age.clamp(0, LATENCY_HISTORY - 1)
+            self._arrival = (torch.arange(self.n, device=dev) * LATENCY_HISTORY + age).flatten()
+            self._arrival_key = key
+        return self._arrival
+
+    def _motor_thrust(self, cmd: torch.Tensor, quat: torch.Tensor, gyro: torch.Tensor, may_idle: bool = True):
         if self.action_mode == "rpyt":
-            return self.firmware.motor_thrust(cmd, b.qpos[:, 3:7], b.qvel[:, 3:6])
+            return self.firmware.motor_thrust(cmd, quat, gyro, may_idle)
         if self.action_mode == "ctbr":
-            return self.firmware.motor_thrust_ctbr(cmd, b.qvel[:, 3:6])
+            return self.firmware.motor_thrust_ctbr(cmd, gyro)
         return cmd * 0.15 * self.firmware.kf_scale  # motors: fraction of the nominal max thrust per motor
 
     def interval_events(self, step: torch.Tensor) -> None:
@@ -319,20 +336,28 @@ class CrazyflieHover:
     # -- observations and rewards ----------------------------------------------------------------
     def raw_state(self, noisy: bool, ids: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """Robot state in the units and frames a real robot reports (the bundle's raw state)."""
+        return self._raw_state(noisy, ids, copy=True)
+
+    def _raw_state(self, noisy: bool, ids: torch.Tensor | None, copy: bool) -> dict[str, torch.Tensor]:
+        """raw_state; copy=False may return views of the live state, for use before the next write to it."""
         b = self.backend
         sel = slice(None) if ids is None else ids
         q = b.qpos[sel, 3:7]
         raw = {
-            "position": b.qpos[sel, 0:3].clone(),
-            "velocity": b.qvel[sel, 0:3].clone(),
+            "position": b.qpos[sel, 0:3],
+            "velocity": b.qvel[sel, 0:3],
             "quaternion": torch.cat([q[:, 1:4], q[:, 0:1]], dim=1),  # ROS order xyzw
-            "angular_velocity": b.qvel[sel, 3:6].clone(),
-            "goal": self.goal_pos[sel].clone(),
-            "last_action": self.action[sel].clone(),
+            "angular_velocity": b.qvel[sel, 3:6],
+            "goal": self.goal_pos[sel],
+            "last_action": self.action[sel],
         }
         if noisy:
             for key, std in OBS_NOISE_STD.items():
                 raw[key] = raw[key] + std * torch.randn(raw[key].shape, generator=self.rng, dtype=torch.float64)
+        if copy and ids is None:  # indexing with ids copied already, and the noisy sums are new tensors
+            for key in ("position", "velocity", "angular_velocity", "goal", "last_action"):
+                if not (noisy and key in OBS_NOISE_STD):
+                    raw[key] = raw[key].clone()
         return raw
 
     def _refresh_raw(self, ids: torch.Tensor | None) -> None:
@@ -356,19 +381,31 @@ class CrazyflieHover:
             self.last_raw[k][ids] = v
 
     def observations(self) -> dict[str, torch.Tensor]:
-        policy = build_observation(OBS_LAYOUT, self.last_raw)
-        clean_raw = self.raw_state(noisy=False)
+        clean_raw = self._raw_state(noisy=False, ids=None, copy=False)
         clean_raw["goal_error_integral"] = self.err_int
-        clean = build_observation(OBS_LAYOUT, clean_raw)
-        privileged = [clean]
-        if self.dr:
-            privileged += [
-                (self.mass[:, 1:2] / self.nominal["mass"]).float(),
-                self.firmware.kf_scale.float(),
-                (self.dynprm[:, :, 0].mean(dim=1, keepdim=True) * 10).float(),
-                (self.latency.unsqueeze(1).double() / 15).float(),
-            ]
-        return {"policy": policy, "critic": torch.cat(privileged, dim=1)}
+        # the policy's (noisy) and the critic's (clean) observations in one pass over 2n rows: each term is
+        # computed row by row, so the values are those of two passes, for half the torch calls
+        both = build_observation(OBS_LAYOUT, {k: torch.cat([self.last_raw[k], v]) for k, v in clean_raw.items()})
+        policy, clean = both[: self.n], both[self.n :]
+        if not self.dr:
+            return {"policy": policy, "critic": clean}
+        return {"policy": policy, "critic": torch.cat([clean, self._dr_parameters()], dim=1)}
+
+    def _dr_parameters(self) -> torch.Tensor:
+        """The critic's randomized parameters, (n, 4) float32, recomputed after a write to one of them (resets)."""
+        key = written_key(self.mass, self.firmware.kf_scale, self.dynprm, self.latency)
+        if key is None or getattr(self, "_dr_key", None) != key:
+            self._dr_obs = torch.cat(
+                [
+                    (self.mass[:, 1:2] / self.nominal["mass"]).float(),
+                    self.firmware.kf_scale.float(),
+                    (self.dynprm[:, :, 0].mean(dim=1, keepdim=True) * 10).float(),
+                    (self.latency.unsqueeze(1).double() / 15).float(),
+                ],
+                dim=1,
+            )
+            self._dr_key = key
+        return self._dr_obs
 
     def reward_terms(self) -> dict[str, torch.Tensor]:
         b, w = self.backend, self.rewards
