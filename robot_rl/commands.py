@@ -391,7 +391,9 @@ def fly_sitl(bundle_dir: Path, seconds: float = 10.0, ros: str = "auto", out: Pa
     """Fly a bundle from the floor to its goal: through the ROS 2 nodes when rclpy is here, else in-process."""
     from robot_rl.deploy import load_bundle
 
-    load_bundle(bundle_dir)
+    bundle = load_bundle(bundle_dir)
+    if "swarm" in bundle.extra:
+        return _fly_swarm_sitl(bundle_dir, int(bundle.extra["swarm"]["num_drones"]), seconds, out)
     result = None
     if ros in ("auto", "true"):
         try:
@@ -409,6 +411,23 @@ def fly_sitl(bundle_dir: Path, seconds: float = 10.0, ros: str = "auto", out: Pa
     extra = f", safety mode {result['mode']}, {result['commands']} commands" if "mode" in result else ""
     print(f"sitl ({result['transport']}): {seconds:.0f} s flight from the floor, final position error "
           f"{result['final_position_error_m'] * 100:.1f} cm{extra}")  # fmt: skip
+    if out is not None:
+        write_json_atomic(out, result)
+    return result
+
+
+def _fly_swarm_sitl(bundle_dir: Path, num_drones: int, seconds: float, out: Path | None) -> dict:
+    """A swarm bundle's team in lock-step SITL through the ROS 2 nodes (one namespace per drone, scene 0)."""
+    try:
+        from robot_rl_ros.sitl import fly_swarm
+    except ImportError as e:
+        raise ConfigError(
+            f"a swarm bundle flies in SITL through the ROS 2 nodes, which are not importable: {e}"
+        ) from None
+    result = fly_swarm(str(bundle_dir), num_drones, 0, seconds)
+    result.pop("observer")
+    modes = {name: (d["modes"] or ["unknown"])[-1] for name, d in result["drones"].items()}
+    print(f"sitl (ros2 swarm, {num_drones} drones over DDS): {result['sim_seconds']:.1f} s; modes {modes}")
     if out is not None:
         write_json_atomic(out, result)
     return result

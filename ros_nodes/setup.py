@@ -14,6 +14,7 @@ EXECUTABLES = {
     "arm_sim_bridge": "arm_sim_bridge",
     "leg_safety_node": "leg_safety_node",
     "quadruped_sim_bridge": "quadruped_sim_bridge",
+    "swarm_sim_bridge": "swarm_sim_bridge",
     "recorder": "recorder",
     "deploy_check": "deploy_check",
 }

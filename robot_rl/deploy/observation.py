@@ -37,6 +37,24 @@ def _body_frame_difference(a: np.ndarray, b: np.ndarray, q_xyzw: np.ndarray) -> 
     return _to_body(a - b, q_xyzw)
 
 
+# Padding for neighbour slots no broadcast fills (fewer drones than k + 1): far away and still, as in training
+# (sim.tasks.crazyflie_swarm.FAR).
+FAR_NEIGHBOUR_M = 5.0
+
+
+def _k_nearest_relative(position: np.ndarray, velocity: np.ndarray, neighbours: np.ndarray, k: int) -> np.ndarray:
+    """A swarm drone's neighbour tokens: the k nearest of the received neighbour states (M, 6) = [p (3), v (3)]
+    (world frame) relative to this drone's own position and velocity, nearest first, each [dp (3), dv (3)]
+    = neighbour - own; slots beyond M are padded FAR_NEIGHBOUR_M away and still. Output (6 k,)."""
+    own = np.concatenate([position, velocity])
+    nb = np.asarray(neighbours, dtype=np.float64).reshape(-1, 6)
+    rel = nb - own
+    order = np.argsort(np.linalg.norm(rel[:, 0:3], axis=1), kind="stable")[:k]
+    pad = np.zeros((k - len(order), 6))
+    pad[:, 0:3] = FAR_NEIGHBOUR_M
+    return np.concatenate([rel[order], pad]).reshape(-1)
+
+
 # op name -> (function, number of inputs, output size from the first input's size)
 OPS = {
     "identity": (_identity, 1, lambda n: n),
@@ -44,6 +62,8 @@ OPS = {
     "rotmat_from_quat_xyzw": (_rotmat_from_quat_xyzw, 1, lambda n: 9),
     "body_frame": (_to_body, 2, lambda n: n),
     "body_frame_difference": (_body_frame_difference, 3, lambda n: n),
+    # the output size is the term's dim (6 k): build_observation passes k = dim // 6
+    "k_nearest_relative": (_k_nearest_relative, 3, None),
 }
 
 
@@ -132,7 +152,14 @@ def build_observation(terms: list[ObsTerm], raw: dict[str, np.ndarray]) -> np.nd
             if not np.all(np.isfinite(a)):
                 raise ValueError(f"raw state '{key}' is not finite: {a}")
             args.append(a)
-        value = OPS[term.op][0](*args)
+        if term.op == "k_nearest_relative":
+            if term.dim % 6:
+                raise ValueError(
+                    f"observation term '{term.name}': k_nearest_relative needs a dim of 6 k, not {term.dim}"
+                )
+            value = _k_nearest_relative(*args, k=term.dim // 6)
+        else:
+            value = OPS[term.op][0](*args)
         if value.shape[-1] != term.dim:
             raise ValueError(f"observation term '{term.name}' has size {value.shape[-1]}, layout says {term.dim}")
         parts.append(np.clip(value * term.scale, -term.clip, term.clip))

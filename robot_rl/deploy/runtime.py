@@ -49,6 +49,7 @@ class PolicyRuntime:
         self.dt = 1.0 / self.bundle.control_rate_hz
         self.last_action = np.zeros(self.bundle.action_dim, dtype=np.float64)
         self.last_command = self.bundle.action.to_raw(self.last_action)
+        self.last_observation: np.ndarray | None = None
         self.integrals = {i.name: np.zeros(i.dim) for i in self.bundle.integrators}
         # Inputs that are constants of the robot, not measurements: gravity's direction (the layout
         # projects it into the body frame) and the default joint pose a legged policy acts around.
@@ -106,6 +107,7 @@ class PolicyRuntime:
         last_command) through the IK, integrated on the previous target and the measured joints.
         """
         obs = self.observation(raw, update=True)
+        self.last_observation = obs  # what this action was computed from (replay checks, logging)
         a = np.clip(self.policy(obs).astype(np.float64), -1.0, 1.0)
         if not np.all(np.isfinite(a)):
             raise ValueError("policy produced a non-finite action")

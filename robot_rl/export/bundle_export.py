@@ -64,6 +64,12 @@ def export_bundle(actor, task, out_dir: Path, source: dict) -> PolicyBundle:
             f"this policy reads camera images ({task.camera_obs}); bundles carry state observation layouts "
             "only, so it cannot be exported yet"
         )
+    if hasattr(task, "per_drone_obs_dim"):
+        # a team task's actor takes every drone's observation; what one drone runs is its shared network
+        from robot_rl.export.swarm_export import export_swarm_bundle
+        from robot_rl.policies.swarm_actor import extract_policy
+
+        return export_swarm_bundle(extract_policy(actor), task, out_dir, source)
     out_dir = Path(out_dir)
     obs_dim = sum(t["dim"] for t in task.obs_layout)
     export_onnx(actor, obs_dim, out_dir / "policy.onnx")

@@ -8,7 +8,7 @@ import numpy as np
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import PointStamped, Twist, TwistStamped
 from nav_msgs.msg import Odometry
-from sensor_msgs.msg import Imu, JointState
+from sensor_msgs.msg import Imu, JointState, LaserScan
 
 from robot_rl.deploy.units import cmd_vel_legacy_to_rpyt, rpyt_to_cmd_vel_legacy
 
@@ -138,6 +138,40 @@ def _imu(msg: Imu) -> dict[str, np.ndarray]:
     return {"quaternion": np.array([q.x, q.y, q.z, q.w]), "angular_velocity": np.array([w.x, w.y, w.z])}
 
 
+def _setpoint(msg: Odometry) -> dict[str, np.ndarray]:
+    """A planner setpoint carried as Odometry: pose.position (m) and twist.linear (m/s), world frame."""
+    p, v = msg.pose.pose.position, msg.twist.twist.linear
+    return {"setpoint_position": np.array([p.x, p.y, p.z]), "setpoint_velocity": np.array([v.x, v.y, v.z])}
+
+
+def setpoint_odometry(position, velocity, stamp: Time, frame_id: str = "world") -> Odometry:
+    msg = Odometry()
+    msg.header.stamp, msg.header.frame_id = stamp, frame_id
+    p, v = msg.pose.pose.position, msg.twist.twist.linear
+    p.x, p.y, p.z = (float(x) for x in position)
+    v.x, v.y, v.z = (float(x) for x in velocity)
+    msg.pose.pose.orientation.w = 1.0
+    return msg
+
+
+def _ranges(key: str) -> Callable:
+    def convert(msg: LaserScan) -> dict[str, np.ndarray]:
+        return {key: np.asarray(msg.ranges, dtype=np.float64)}
+
+    return convert
+
+
+def range_zones(ranges, stamp: Time, clip_m: float, frame_id: str = "") -> LaserScan:
+    """A drone's ToF zones as one LaserScan: ranges in metres in the bundle's zone order (policy.yaml
+    extra.swarm.tof.yaw_deg gives each zone's direction; the zones are not evenly spaced, so angle_increment
+    is 0), range_max = the clip value that also means 'nothing seen'."""
+    msg = LaserScan()
+    msg.header.stamp, msg.header.frame_id = stamp, frame_id
+    msg.range_min, msg.range_max = 0.0, float(clip_m)
+    msg.ranges = [float(x) for x in ranges]
+    return msg
+
+
 # Input kinds the policy node can subscribe:
 # kind -> (message type, raw keys it provides, factory(key) -> converter)
 ADAPTERS: dict[str, tuple[type, tuple[str, ...] | None, Callable[[str], Callable]]] = {
@@ -153,6 +187,8 @@ ADAPTERS: dict[str, tuple[type, tuple[str, ...] | None, Callable[[str], Callable
     "leg_joints": (JointState, ("joint_position", "joint_velocity"), lambda key: _leg_joints),
     "body_velocity": (Odometry, ("base_linear_velocity",), lambda key: _body_velocity),
     "velocity_command": (TwistStamped, ("command",), lambda key: _velocity_command),
+    "setpoint": (Odometry, ("setpoint_position", "setpoint_velocity"), lambda key: _setpoint),
+    "ranges": (LaserScan, None, _ranges),  # provides the raw key named after the topic (e.g. tof)
 }
 
 

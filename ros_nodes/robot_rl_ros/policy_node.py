@@ -3,6 +3,15 @@
 Generic over robots: the bundle's observation layout names raw-state keys, and the `inputs`
 parameter says which topics (and message kinds) provide them. It never commands a robot; the
 safety node is the only publisher of robot commands.
+
+A swarm drone's bundle (policy.yaml extra.swarm) also reads its neighbours: `neighbours` names the other
+drones' namespaces, whose `odom` is turned into the broadcasts training delivered (rate and latency from the
+bundle unless set; see neighbours.py) and offered to the layout as `neighbour_states`. With fewer than
+`min_neighbours` neighbours heard (default: the bundle's k, or all listed drones if fewer) the node publishes
+no action and says why, so the safety node's command watchdog takes over; min_neighbours 0 pads missing
+neighbours far away and still, as training does for teams smaller than k + 1. With `publish_observation`
+each observation goes out with the command computed from it on `policy/observation` (Float32MultiArray:
+obs_dim values, then the command), for replay checks and logs.
 """
 
 from __future__ import annotations
@@ -11,14 +20,16 @@ import sys
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from std_msgs.msg import Float64MultiArray, MultiArrayDimension, MultiArrayLayout
+from std_msgs.msg import Float32MultiArray, Float64MultiArray, MultiArrayDimension, MultiArrayLayout
 
 from robot_rl.deploy import BundleError, PolicyRuntime, load_bundle
 from robot_rl_ros import qos
 from robot_rl_ros.latency import LatencyStats
 from robot_rl_ros.monitor import InputMonitor
-from robot_rl_ros.msgs import ADAPTERS, ARM_JOINT_NAMES, parse_input_spec, stamp_to_s
+from robot_rl_ros.msgs import ADAPTERS, ARM_JOINT_NAMES, odometry_to_raw, parse_input_spec, stamp_to_s
+from robot_rl_ros.neighbours import NeighbourBroadcasts
 from robot_rl_ros.params import declare
 
 PARAMS = {
@@ -30,10 +41,21 @@ PARAMS = {
     "diagnostics_period_s": 1.0,
     # '' : act on a timer at the bundle's rate (a robot). An input topic: act on each accepted message
     # of it instead, for lock-step simulation that publishes one state per control period, so the
-    # policy always sees the state of the current step.
+    # policy always sees the state of the current step. ALL_INPUTS: act once every watched input has a
+    # sample with the same stamp (a lock-step simulator stamps one step's odometry, setpoint and ranges alike).
     "act_on": "",
+    # swarm bundles: the other drones' namespaces, and how their broadcasts arrive (< 0: the bundle's values)
+    "neighbours": [""],
+    "neighbour_rate_hz": -1.0,
+    "neighbour_latency_s": -1.0,
+    "neighbour_max_age_s": 0.5,
+    "neighbour_origin_s": -1.0,  # the first broadcast instant on the node's clock (< 0: the first stamp heard)
+    "min_neighbours": -1,  # < 0: min(k, number of neighbours listed); 0: pad missing ones as training does
+    "publish_observation": False,
 }
 
+
+ALL_INPUTS = "all_inputs"
 
 # Operator setpoints (a goal, a velocity command): valid from their parameter on, not watched for staleness.
 SETPOINTS = {"goal", "command"}
@@ -58,14 +80,22 @@ class PolicyNode(Node):
             # A setpoint from its parameter is always valid; setpoint messages only refresh it.
             if not SETPOINTS & set(keys):
                 self.monitors[topic] = mon
-            trigger = topic == p["act_on"]
+            trigger = topic == p["act_on"] or p["act_on"] == ALL_INPUTS
             self.create_subscription(msg_type, topic, self._make_cb(mon, factory(keys[0]), trigger), qos.SENSOR)
             provided.update(keys)
+        self.neighbours = self._setup_neighbours(p)
+        if self.neighbours is not None:
+            provided.add("neighbour_states")
         needed = {k for t in self.bundle.observation for k in t.inputs}
         missing = sorted(needed - provided)
         if missing:
             raise BundleError(f"observation needs raw state {missing} that no input provides (inputs: {p['inputs']})")
         self.pub = self.create_publisher(Float64MultiArray, "policy/action", qos.COMMAND)
+        self.obs_pub = None
+        if p["publish_observation"]:
+            self.obs_pub = self.create_publisher(Float32MultiArray, "policy/observation", qos.RECORD)
+            dims = [("observation", self.bundle.obs_dim), ("command", len(self.bundle.action.names))]
+            self._obs_layout = MultiArrayLayout(dim=[MultiArrayDimension(label=n, size=k, stride=k) for n, k in dims])
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS)
         period = 1.0 / self.bundle.control_rate_hz
         self.stats = LatencyStats(period)
@@ -75,7 +105,9 @@ class PolicyNode(Node):
         # What goes out: the command in robot units, or an arm's joint targets after the bundle's IK.
         names = self.bundle.action.names if self.runtime.arm is None else ARM_JOINT_NAMES
         self._layout = [MultiArrayDimension(label=",".join(names), size=len(names), stride=1)]
-        if p["act_on"] and p["act_on"] not in [parse_input_spec(x)[0] for x in p["inputs"]]:
+        self.all_inputs = p["act_on"] == ALL_INPUTS
+        self.last_acted_stamp = float("-inf")
+        if p["act_on"] not in ("", ALL_INPUTS) and p["act_on"] not in [parse_input_spec(x)[0] for x in p["inputs"]]:
             raise ValueError(f"act_on '{p['act_on']}' is not one of the inputs {p['inputs']}")
         self.timer = None if p["act_on"] else self.create_timer(period, self._tick)
         self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
@@ -84,6 +116,36 @@ class PolicyNode(Node):
             f"obs {self.bundle.obs_dim}, "
             f"actions {self.bundle.action.names} ({self.bundle.action.mode})"
         )
+
+    def _setup_neighbours(self, p: dict) -> NeighbourBroadcasts | None:
+        names = [n.strip("/") for n in p["neighbours"] if n.strip("/")]
+        swarm = self.bundle.extra.get("swarm") or {}
+        if not names:
+            if swarm:
+                raise BundleError("a swarm bundle needs the other drones' namespaces (parameter 'neighbours')")
+            return None
+        if not swarm:
+            raise BundleError("parameter 'neighbours' is set but the bundle is not a swarm bundle (no extra.swarm)")
+        rate = p["neighbour_rate_hz"] if p["neighbour_rate_hz"] > 0 else float(swarm["neighbour_rate_hz"])
+        latency = p["neighbour_latency_s"] if p["neighbour_latency_s"] >= 0 else float(swarm["neighbour_latency_s"])
+        origin = p["neighbour_origin_s"] if p["neighbour_origin_s"] >= 0 else None
+        k = int(swarm["k_neighbours"])
+        self.min_neighbours = min(k, len(names)) if p["min_neighbours"] < 0 else int(p["min_neighbours"])
+        self.neighbour_names = names
+        nb = NeighbourBroadcasts(rate, latency, p["neighbour_max_age_s"], origin)
+        for name in names:
+            self.create_subscription(Odometry, f"/{name}/odom", self._make_neighbour_cb(nb, name), qos.SENSOR)
+        return nb
+
+    def _make_neighbour_cb(self, nb: NeighbourBroadcasts, name: str):
+        def cb(msg: Odometry) -> None:
+            raw = odometry_to_raw(msg)
+            if not (np.all(np.isfinite(raw["position"])) and np.all(np.isfinite(raw["velocity"]))):
+                self._skip("invalid", f"neighbour '{name}': non-finite odometry rejected")
+                return
+            nb.on_state(name, stamp_to_s(msg.header.stamp), raw["position"], raw["velocity"])
+
+        return cb
 
     def _make_cb(self, mon: InputMonitor, convert, trigger: bool = False):
         def cb(msg) -> None:
@@ -101,7 +163,12 @@ class PolicyNode(Node):
                 self._skip("stale", why)
                 return
             self.raw.update(values)
-            if trigger:
+            if trigger and self.all_inputs:
+                stamps = {m.last_stamp for m in self.monitors.values()}
+                if len(stamps) == 1 and mon.last_stamp > self.last_acted_stamp:
+                    self.last_acted_stamp = mon.last_stamp
+                    self._tick()
+            elif trigger:
                 self._tick()
 
         return cb
@@ -120,11 +187,23 @@ class PolicyNode(Node):
                 # watchdog then takes over.
                 self._skip("stale", f"input '{topic}' stale: age {mon.age(now):.3f} s")
                 return
+        if self.neighbours is not None:
+            states, _ = self.neighbours.received(now)
+            if len(states) < self.min_neighbours:
+                heard = len(states)
+                self._skip(
+                    "stale", f"neighbours heard: {heard} of {len(self.neighbour_names)}, need {self.min_neighbours}"
+                )
+                return
+            self.raw["neighbour_states"] = states
         try:
             action = self.runtime.act(self.raw)
         except ValueError as e:
             self._skip("invalid", str(e))
             return
+        if self.obs_pub is not None:  # one message, so the pair cannot be torn apart on the way
+            data = [float(x) for x in self.runtime.last_observation] + [float(x) for x in action]
+            self.obs_pub.publish(Float32MultiArray(data=data, layout=self._obs_layout))
         self.pub.publish(Float64MultiArray(data=[float(x) for x in action], layout=self._layout_msg()))
         self.published += 1
         self.stats.exit(t0)

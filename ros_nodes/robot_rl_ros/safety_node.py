@@ -3,12 +3,18 @@
 Policy actions come in on `policy/action`; `cmd_vel_legacy` (Crazyswarm2 units) goes out, both as
 soon as an action arrives and from a watchdog timer, so the stream never drops below 10 Hz even
 when the policy stops. Every intervention is reported on /diagnostics with its reason.
+
+action_mode `motors` (a swarm policy flown at motor level, in SITL or on board): `cmd_motors`
+(std_msgs/Float64MultiArray, m1..m4 as fractions [0, 1] of each motor's maximum thrust) goes out instead,
+the box is [0, 1] per motor, the tilt limit does not apply (there is no attitude setpoint to limit), and the
+fallbacks fly the motors through a geometric attitude controller (motor_fallback).
 """
 
 from __future__ import annotations
 
 import sys
 
+import numpy as np
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from std_msgs.msg import Float64MultiArray
@@ -16,6 +22,7 @@ from std_msgs.msg import Float64MultiArray
 from robot_rl_ros import qos
 from robot_rl_ros.fallback import FallbackController, FallbackGains
 from robot_rl_ros.limits import DroneLimits
+from robot_rl_ros.motor_fallback import MotorFallback
 from robot_rl_ros.msgs import odometry_to_raw, rpyt_to_twist, stamp_to_s
 from robot_rl_ros.params import declare
 from robot_rl_ros.prearm import RobotSpec, check_bundle
@@ -49,6 +56,9 @@ PARAMS = {
     "min_separation_m": _L.min_separation_m,
     "neighbours": [""],  # namespaces of other drones whose odom to watch (empty string: none)
     "estop_topic": "/estop",
+    # zero-thrust setpoints that must reach the robot before arming (the firmware's thrust lock); a simulated
+    # team that starts in the air (swarm SITL) has no lock and sets 0
+    "unlock_setpoints": 10,
     "diagnostics_period_s": 0.2,
 }
 
@@ -59,6 +69,11 @@ class SafetyNode(SafetyNodeBase):
         p = declare(self, PARAMS)
         spec = RobotSpec(robot=p["robot"], action_mode=p["action_mode"], action_dim=p["action_dim"])
         _, problems = check_bundle(p["bundle"], spec)
+        self.motors = p["action_mode"] == "motors"
+        if self.motors:  # motor fractions: the rpyt defaults of box, rate and tilt limits do not apply
+            defaults = {k: v for k, v in PARAMS.items() if k in ("low", "high", "max_rate", "max_tilt_deg")}
+            motor = {"low": [0.0] * 4, "high": [1.0] * 4, "max_rate": [1e3] * 4, "max_tilt_deg": 180.0}
+            p = {**p, **{k: motor[k] for k in motor if p[k] == defaults[k]}}
         cfg = SupervisorConfig(
             limits=DroneLimits.from_params(p),
             state_max_age_s=p["state_max_age_s"],
@@ -68,11 +83,16 @@ class SafetyNode(SafetyNodeBase):
             landed_z_m=p["landed_z_m"],
             auto_arm=p["auto_arm"],
             action_dim=p["action_dim"],
+            unlock_setpoints=p["unlock_setpoints"],
         )
-        self.sup = SafetySupervisor(cfg, problems, FallbackController(FallbackGains(hover_pwm=p["hover_pwm"])))
+        fallback = MotorFallback() if self.motors else FallbackController(FallbackGains(hover_pwm=p["hover_pwm"]))
+        self.sup = SafetySupervisor(cfg, problems, fallback)
         for prob in problems:
             self.get_logger().error(f"pre-arm: {prob}")
-        self.cmd_pub = self.create_publisher(Twist, "cmd_vel_legacy", qos.COMMAND)
+        if self.motors:
+            self.cmd_pub = self.create_publisher(Float64MultiArray, "cmd_motors", qos.COMMAND)
+        else:
+            self.cmd_pub = self.create_publisher(Twist, "cmd_vel_legacy", qos.COMMAND)
         self.create_subscription(Odometry, "odom", self._on_odom, qos.SENSOR)
         self.create_subscription(Float64MultiArray, "policy/action", self._on_action, qos.COMMAND)
         for n in p["neighbours"]:
@@ -97,8 +117,11 @@ class SafetyNode(SafetyNodeBase):
     def _send(self) -> None:
         now = self.now()
         cmd = self.sup.step(now)
-        self.cmd_pub.publish(rpyt_to_twist(cmd))
-        if cmd[3] == 0.0 and self.cmd_pub.get_subscription_count() > 0:
+        if self.motors:
+            self.cmd_pub.publish(Float64MultiArray(data=[float(x) for x in cmd]))
+        else:
+            self.cmd_pub.publish(rpyt_to_twist(cmd))
+        if not np.any(cmd if self.motors else cmd[3]) and self.cmd_pub.get_subscription_count() > 0:
             self.sup.note_unlock_delivered(now)
         self.last_pub_time = now
         self._after_input()

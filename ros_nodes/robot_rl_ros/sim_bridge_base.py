@@ -4,7 +4,8 @@ until the state topic has its readers.
 Lock-step: each command advances the simulation by one step; when no command comes within
 step_timeout_s of wall time the bridge steps anyway (as time goes on for a real robot), and it
 publishes /clock so nodes with use_sim_time run on simulated time. Wall clock: a timer steps at
-the simulator's rate. A subclass sets `self.sim` (with `.time`) and `self.state_pub` before calling
+the simulator's rate. A subclass sets `self.sim` (with `.time`) and `self.state_pub` (or overrides
+`subscriber_count`) before calling
 `start_stepping`, and implements `advance()` (one step with the current command) and
 `publish_state(stamp_s)`.
 """
@@ -59,6 +60,10 @@ class SimBridgeBase(Node, ABC):
     def publish_state(self, stamp: Time) -> None:
         """Implemented by each robot's node."""
 
+    def subscriber_count(self) -> int:
+        """Readers of the state; a bridge with one state topic per robot overrides this (its fewest)."""
+        return self.state_pub.get_subscription_count()
+
     def sim_time(self) -> float:
         return float(self.sim.time) + self.clock_offset_s
 
@@ -75,10 +80,10 @@ class SimBridgeBase(Node, ABC):
 
     def _on_lockstep_timeout(self) -> None:
         if not self.started:
-            if self.state_pub.get_subscription_count() < self.start_after:
+            if self.subscriber_count() < self.start_after:
                 return
             self.started = True
-            self.get_logger().info(f"{self.state_pub.get_subscription_count()} state subscribers: time starts")
+            self.get_logger().info(f"{self.subscriber_count()} state subscribers: time starts")
             self._publish()
             return
         if time.monotonic() - self._last_step_wall >= self.step_timeout_s:

@@ -57,20 +57,22 @@ class SitlGraph:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def start(self, name: str, module: str, params: dict) -> subprocess.Popen:
+    def start(self, name: str, module: str, params: dict, namespace: str | None = None) -> subprocess.Popen:
+        """A node as a process, in the graph's namespace unless one is given ('' for the root)."""
+        ns = self.namespace if namespace is None else namespace.strip("/")
         args = [
             sys.executable,
             "-m",
             f"robot_rl_ros.{module}",
             "--ros-args",
             "-r",
-            f"__ns:=/{self.namespace}",
+            f"__ns:=/{ns}",
         ]
         if self.lockstep and not module.endswith("sim_bridge"):  # the sim bridge is the clock
             params = {"use_sim_time": True, **params}
         for k, v in params.items():
             args += ["-p", f"{k}:={_ros_arg(v)}"]
-        log = open(self.log_dir / f"{self.namespace}_{name}_{self.domain_id}.log", "w")  # noqa: SIM115
+        log = open(self._log_path(name), "w")  # noqa: SIM115
         proc = subprocess.Popen(args, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         self.procs[name] = proc
         return proc
@@ -126,6 +128,42 @@ class SitlGraph:
         self.start("policy", "policy_node", params)
         self.start("safety", "leg_safety_node", {"bundle": str(bundle_dir), **(safety or {})})
 
+    def start_swarm(
+        self,
+        bundle_dir: str,
+        num_drones: int,
+        scene: int = 0,
+        sim: dict | None = None,
+        policy: dict | None = None,
+        safety: dict | None = None,
+        observers: int = 1,
+        prefix: str = "cf",
+    ) -> list[str]:
+        """A Crazyflie team: one swarm sim bridge (root namespace) and, per drone /<prefix>i, a policy node
+        (its odometry, setpoint and ToF, the others' odometry as broadcasts) and a safety node in motors mode.
+        Time starts once every drone's odom has all its readers: its policy and safety nodes, the other
+        policies (their neighbour) and `observers`. Returns the namespaces; process names are '<ns>_policy',
+        '<ns>_safety' and 'sim_bridge'."""
+        names = [f"{prefix}{i + 1}" for i in range(num_drones)]
+        # readers of each odom: its drone's policy and safety nodes, every other drone's policy and safety node
+        # (neighbours) and the observers
+        readers = {"start_after_subscribers": 2 * num_drones + observers} if self.lockstep else {}
+        bridge = {"lockstep": self.lockstep, "num_drones": num_drones, "scene": scene, "prefix": prefix}
+        self.start("sim_bridge", "swarm_sim_bridge", {**bridge, **readers, **(sim or {})}, namespace="")
+        origin = {"neighbour_origin_s": 1.0} if self.lockstep else {}  # the bridge's clock_offset_s: time 0
+        for name in names:
+            others = [n for n in names if n != name]
+            params = {"bundle": str(bundle_dir), "inputs": ["odom:odometry", "setpoint:setpoint", "tof:ranges"],
+                      "act_on": "all_inputs", "neighbours": others, **origin, **(policy or {})}  # fmt: skip
+            self.start(f"{name}_policy", "policy_node", params, namespace=name)
+            # The team flies closer than the one-drone default separation (training's hit distance is 0.12 m)
+            # inside an 8 x 8 x 3 m room; the simulated team starts in the air, with no thrust lock to open.
+            guard = {"bundle": str(bundle_dir), "action_mode": "motors", "unlock_setpoints": 0,
+                     "neighbours": others, "min_separation_m": 0.12, "fence_low": [-4.0, -4.0, -0.2],
+                     "fence_high": [4.0, 4.0, 3.0]}  # fmt: skip
+            self.start(f"{name}_safety", "safety_node", {**guard, **(safety or {})}, namespace=name)
+        return names
+
     def stop(self, name: str, sig: int = signal.SIGINT, timeout: float = 5.0) -> None:
         proc = self.procs.get(name)
         if proc is None or proc.poll() is not None:
@@ -137,8 +175,11 @@ class SitlGraph:
             proc.kill()
             proc.wait()
 
+    def _log_path(self, name: str) -> Path:
+        return self.log_dir / f"{self.namespace}_{name}_{self.domain_id}.log"
+
     def log(self, name: str) -> str:
-        return (self.log_dir / f"{self.namespace}_{name}_{self.domain_id}.log").read_text()
+        return self._log_path(name).read_text()
 
     def close(self) -> None:
         for name in list(self.procs):
@@ -244,6 +285,113 @@ class Observer:
         self.executor.shutdown()
         self.node.destroy_node()
         self.ctx.try_shutdown()
+
+
+class SwarmObserver:
+    """Records a team: each drone's odometry, motor commands, observation/command pairs and safety mode."""
+
+    def __init__(self, names: list[str], domain_id: int, use_sim_time: bool):
+        import rclpy
+        from nav_msgs.msg import Odometry
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.parameter import Parameter
+        from std_msgs.msg import Float32MultiArray, Float64MultiArray, String
+
+        from robot_rl_ros import qos
+        from robot_rl_ros.msgs import odometry_to_raw, stamp_to_s
+
+        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+        self.ctx = Context()
+        rclpy.init(context=self.ctx, domain_id=domain_id)
+        self.node = rclpy.create_node("swarm_observer", context=self.ctx,
+                                      parameter_overrides=[Parameter("use_sim_time", value=use_sim_time)])  # fmt: skip
+        self.executor = SingleThreadedExecutor(context=self.ctx)
+        self.executor.add_node(self.node)
+        self.names = names
+        self.states: dict[str, list[tuple[float, np.ndarray]]] = {n: [] for n in names}  # (stamp, [p, v])
+        self.commands: dict[str, list[tuple[float, np.ndarray]]] = {n: [] for n in names}  # (ROS time, motors)
+        self.pairs: dict[str, list[tuple[float, np.ndarray]]] = {n: [] for n in names}  # (ROS time, obs + command)
+        self.modes: dict[str, list[tuple[float, str]]] = {n: [] for n in names}
+        for n in names:
+
+            def on_odom(m, n=n):
+                raw = odometry_to_raw(m)
+                self.states[n].append((stamp_to_s(m.header.stamp), np.concatenate([raw["position"], raw["velocity"]])))
+
+            sub = self.node.create_subscription
+            sub(Odometry, f"/{n}/odom", on_odom, qos.SENSOR)
+            sub(Float64MultiArray, f"/{n}/cmd_motors",
+                lambda m, n=n: self.commands[n].append((self.now(), np.asarray(m.data))), qos.COMMAND)  # fmt: skip
+            sub(Float32MultiArray, f"/{n}/policy/observation",
+                lambda m, n=n: self.pairs[n].append((self.now(), np.float32(m.data))), qos.RECORD)  # fmt: skip
+            sub(String, f"/{n}/safety/mode", lambda m, n=n: self.modes[n].append((self.now(), m.data)), qos.LATCHED)
+
+    def now(self) -> float:
+        return self.node.get_clock().now().nanoseconds * 1e-9
+
+    def spin_until(self, done, wall_timeout_s: float) -> bool:
+        t_end = time.monotonic() + wall_timeout_s
+        while time.monotonic() < t_end:
+            self.executor.spin_once(timeout_sec=0.02)
+            if done():
+                return True
+        return False
+
+    def sim_seconds(self) -> float:
+        """Simulated time the slowest drone's odometry covers."""
+        spans = [s[-1][0] - s[0][0] if s else 0.0 for s in self.states.values()]
+        return min(spans)
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.ctx.try_shutdown()
+
+
+def fly_swarm(
+    bundle_dir: str,
+    num_drones: int = 3,
+    scene: int = 0,
+    seconds: float = 5.0,
+    sim: dict | None = None,
+    policy: dict | None = None,
+    safety: dict | None = None,
+    wall_timeout_s: float | None = None,
+) -> dict:
+    """Fly a swarm bundle's team in lock-step SITL (one bridge, a policy and a safety node per drone) for
+    `seconds` of simulated time from the scene's start; returns per drone the start, final position, goal,
+    commands and safety modes, plus the raw records (observer) for further checks."""
+    policy = {"publish_observation": True, **(policy or {})}
+    with SitlGraph("swarm", lockstep=True) as graph:
+        names = [f"cf{i + 1}" for i in range(num_drones)]
+        obs = SwarmObserver(names, graph.domain_id, use_sim_time=True)
+        try:
+            graph.start_swarm(bundle_dir, num_drones, scene, sim=sim, policy=policy, safety=safety)
+            finished = obs.spin_until(lambda: obs.sim_seconds() >= seconds, wall_timeout_s or 30.0 + 15.0 * seconds)
+            obs.spin_until(lambda: False, 0.3)
+        finally:
+            obs.close()
+            graph.close()
+    if not all(obs.states.values()):
+        raise RuntimeError(
+            f"no state from some drones in swarm SITL (domain {graph.domain_id}); logs in {graph.log_dir}"
+        )
+    drones = {}
+    for n in names:
+        t = np.array([s[0] for s in obs.states[n]])
+        x = np.array([s[1] for s in obs.states[n]])
+        ct = [c[0] for c in obs.commands[n] if c[0] >= t[0]]
+        drones[n] = {
+            "start": x[0, 0:3].tolist(),
+            "final": x[-1, 0:3].tolist(),
+            "commands": len(obs.commands[n]),
+            "pairs": len(obs.pairs[n]),
+            "max_command_gap_s": _max_gap(ct),
+            "modes": [m for _, m in obs.modes[n]],
+        }
+    return {"finished": finished, "sim_seconds": obs.sim_seconds(), "drones": drones, "observer": obs,
+            "graph_logs": str(graph.log_dir), "domain_id": graph.domain_id}  # fmt: skip
 
 
 def _run(namespace: str, lockstep: bool, robot: str, start, seconds: float, wall_timeout_s: float) -> tuple:

@@ -22,6 +22,7 @@ EXEC_MODULES = {
     "arm_sim_bridge": "robot_rl_ros.arm_sim_bridge",
     "leg_safety_node": "robot_rl_ros.leg_safety_node",
     "quadruped_sim_bridge": "robot_rl_ros.quadruped_sim_bridge",
+    "swarm_sim_bridge": "robot_rl_ros.swarm_sim_bridge",
     "recorder": "robot_rl_ros.recorder",
 }
 ALWAYS_DECLARED = {"use_sim_time"}  # rclpy declares it on every node
@@ -86,6 +87,7 @@ def test_launch_files_exist():
         "sitl.launch.xml",
         "arm_sitl.launch.xml",
         "quadruped_sitl.launch.xml",
+        "swarm_sitl.launch.xml",
     } <= names
 
 
