@@ -171,6 +171,20 @@ def test_safety_guide_penalises_deviation_from_the_safe_command():
     env.close()
 
 
+def test_goal_progress_is_each_drones_speed_toward_its_goal():
+    task = CrazyflieSwarm(num_drones=2, rewards={"goal_progress": 2.0})
+    env = BatchedEnv(task, EnvConfig(num_worlds=1, nthread=1))
+    env.step(torch.zeros(1, 8))
+    to_goal = task.goal - task.pos
+    unit = to_goal / to_goal.norm(dim=-1, keepdim=True)
+    b = task.backend
+    b.qvel[:, task.vidx[0, 0:3]] = 0.5 * unit[0, 0]  # drone 0 flies toward its goal at 0.5 m/s
+    b.qvel[:, task.vidx[1, 0:3]] = -0.2 * unit[0, 1]  # drone 1 away from its goal at 0.2 m/s
+    term = task.reward_terms()["goal_progress"]
+    torch.testing.assert_close(term, torch.tensor([2.0 * (0.5 - 0.2) / 2], dtype=torch.float64))  # team mean
+    env.close()
+
+
 def test_sensed_safe_command_reacts_only_to_what_the_policy_senses():
     from robot_rl.baselines.swarm_planners import GotoPlanner
 
