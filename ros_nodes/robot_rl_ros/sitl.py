@@ -192,37 +192,58 @@ class SitlGraph:
         self.close()
 
 
-class Observer:
+class _ObserverNode:
+    """A recording node in its own rclpy context and executor (loopback DDS, the given domain), spun on demand."""
+
+    def __init__(self, name: str, domain_id: int, use_sim_time: bool, namespace: str | None = None):
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.parameter import Parameter
+
+        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+        self.ctx = Context()
+        rclpy.init(context=self.ctx, domain_id=domain_id)
+        ns = {} if namespace is None else {"namespace": f"/{namespace}"}
+        self.node = rclpy.create_node(name, context=self.ctx, **ns,
+                                      parameter_overrides=[Parameter("use_sim_time", value=use_sim_time)])  # fmt: skip
+        self.executor = SingleThreadedExecutor(context=self.ctx)
+        self.executor.add_node(self.node)
+
+    def now(self) -> float:
+        return self.node.get_clock().now().nanoseconds * 1e-9
+
+    def spin_until(self, done, wall_timeout_s: float) -> bool:
+        t_end = time.monotonic() + wall_timeout_s
+        while time.monotonic() < t_end:
+            self.executor.spin_once(timeout_sec=0.02)
+            if done():
+                return True
+        return False
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.ctx.try_shutdown()
+
+
+class Observer(_ObserverNode):
     """An independent node that records what the robot saw and what it was commanded."""
 
     def __init__(self, namespace: str, domain_id: int, use_sim_time: bool, robot: str = "crazyflie"):
         """robot 'crazyflie': states are positions from odom, commands rpyt from cmd_vel_legacy;
         'arm': states are the 9 joint positions from joint_states, commands the joint targets;
         'quadruped': states are [x, y, z, vx, vy (body), yaw rate] from odom, commands the 36 motor fields."""
-        import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import Twist
         from nav_msgs.msg import Odometry
-        from rclpy.context import Context
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.parameter import Parameter
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray, String
 
         from robot_rl_ros import qos
         from robot_rl_ros.msgs import arm_joint_arrays, odometry_to_raw, stamp_to_s, twist_to_rpyt
 
-        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-        self.ctx = Context()
-        rclpy.init(context=self.ctx, domain_id=domain_id)
-        self.node = rclpy.create_node(
-            "sitl_observer",
-            namespace=f"/{namespace}",
-            context=self.ctx,
-            parameter_overrides=[Parameter("use_sim_time", value=use_sim_time)],
-        )
-        self.executor = SingleThreadedExecutor(context=self.ctx)
-        self.executor.add_node(self.node)
+        super().__init__("sitl_observer", domain_id, use_sim_time, namespace)
         self.states: list[tuple[float, np.ndarray]] = []
         self.commands: list[tuple[float, float, np.ndarray]] = []  # (ros time, wall time, rpyt)
         self.safety: dict[str, str] = {}
@@ -270,44 +291,18 @@ class Observer:
         self.node.create_subscription(String, "safety/mode", on_mode, qos.LATCHED)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, qos.DIAGNOSTICS)
 
-    def now(self) -> float:
-        return self.node.get_clock().now().nanoseconds * 1e-9
 
-    def spin_until(self, done, wall_timeout_s: float) -> bool:
-        t_end = time.monotonic() + wall_timeout_s
-        while time.monotonic() < t_end:
-            self.executor.spin_once(timeout_sec=0.02)
-            if done():
-                return True
-        return False
-
-    def close(self) -> None:
-        self.executor.shutdown()
-        self.node.destroy_node()
-        self.ctx.try_shutdown()
-
-
-class SwarmObserver:
+class SwarmObserver(_ObserverNode):
     """Records a team: each drone's odometry, motor commands, observation/command pairs and safety mode."""
 
     def __init__(self, names: list[str], domain_id: int, use_sim_time: bool):
-        import rclpy
         from nav_msgs.msg import Odometry
-        from rclpy.context import Context
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.parameter import Parameter
         from std_msgs.msg import Float32MultiArray, Float64MultiArray, String
 
         from robot_rl_ros import qos
         from robot_rl_ros.msgs import odometry_to_raw, stamp_to_s
 
-        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-        self.ctx = Context()
-        rclpy.init(context=self.ctx, domain_id=domain_id)
-        self.node = rclpy.create_node("swarm_observer", context=self.ctx,
-                                      parameter_overrides=[Parameter("use_sim_time", value=use_sim_time)])  # fmt: skip
-        self.executor = SingleThreadedExecutor(context=self.ctx)
-        self.executor.add_node(self.node)
+        super().__init__("swarm_observer", domain_id, use_sim_time)
         self.names = names
         self.states: dict[str, list[tuple[float, np.ndarray]]] = {n: [] for n in names}  # (stamp, [p, v])
         self.commands: dict[str, list[tuple[float, np.ndarray]]] = {n: [] for n in names}  # (ROS time, motors)
@@ -327,26 +322,10 @@ class SwarmObserver:
                 lambda m, n=n: self.pairs[n].append((self.now(), np.float32(m.data))), qos.RECORD)  # fmt: skip
             sub(String, f"/{n}/safety/mode", lambda m, n=n: self.modes[n].append((self.now(), m.data)), qos.LATCHED)
 
-    def now(self) -> float:
-        return self.node.get_clock().now().nanoseconds * 1e-9
-
-    def spin_until(self, done, wall_timeout_s: float) -> bool:
-        t_end = time.monotonic() + wall_timeout_s
-        while time.monotonic() < t_end:
-            self.executor.spin_once(timeout_sec=0.02)
-            if done():
-                return True
-        return False
-
     def sim_seconds(self) -> float:
         """Simulated time the slowest drone's odometry covers."""
         spans = [s[-1][0] - s[0][0] if s else 0.0 for s in self.states.values()]
         return min(spans)
-
-    def close(self) -> None:
-        self.executor.shutdown()
-        self.node.destroy_node()
-        self.ctx.try_shutdown()
 
 
 def fly_swarm(
