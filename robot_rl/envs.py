@@ -95,7 +95,8 @@ class PerDroneEnv:
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         N = self.drones
         obs, _, dones, extras = self.env.step(actions.reshape(self.num_worlds, -1))
-        reward = self.task.drone_reward.reshape(-1).float()  # computed before the done worlds were reset
+        # each drone's own terms, computed before the done worlds were reset; summed here, so a team run pays nothing
+        reward = torch.stack(list(self.task.drone_terms.values())).sum(0).reshape(-1).float()
         out = {"time_outs": extras["time_outs"].repeat_interleave(N), "episode": extras["episode"]}
         if "final" in extras:
             world_ids = extras["final"]["ids"]

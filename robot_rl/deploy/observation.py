@@ -55,15 +55,16 @@ def _k_nearest_relative(position: np.ndarray, velocity: np.ndarray, neighbours: 
     return np.concatenate([rel[order], pad]).reshape(-1)
 
 
-# op name -> (function, number of inputs, output size from the first input's size)
+# op name -> (function, number of inputs); a term's size is checked against its layout dim after the op
 OPS = {
-    "identity": (_identity, 1, lambda n: n),
-    "difference": (_difference, 2, lambda n: n),
-    "rotmat_from_quat_xyzw": (_rotmat_from_quat_xyzw, 1, lambda n: 9),
-    "body_frame": (_to_body, 2, lambda n: n),
-    "body_frame_difference": (_body_frame_difference, 3, lambda n: n),
-    # the output size is the term's dim (6 k): build_observation passes k = dim // 6
-    "k_nearest_relative": (_k_nearest_relative, 3, None),
+    "identity": (_identity, 1),
+    "difference": (_difference, 2),
+    "rotmat_from_quat_xyzw": (_rotmat_from_quat_xyzw, 1),
+    "body_frame": (_to_body, 2),
+    "body_frame_difference": (_body_frame_difference, 3),
+    # k neighbour slots of 6 values each: k comes from the term's dim (validated at load), not from the inputs,
+    # whose number of neighbours heard varies
+    "k_nearest_relative": (_k_nearest_relative, 3),
 }
 
 
@@ -93,6 +94,8 @@ class ObsTerm:
             raise ValueError(f"observation term '{term.name}' has unknown op '{term.op}' (known: {sorted(OPS)})")
         if len(term.inputs) != OPS[term.op][1]:
             raise ValueError(f"observation term '{term.name}': op '{term.op}' takes {OPS[term.op][1]} inputs")
+        if term.op == "k_nearest_relative" and (term.dim <= 0 or term.dim % 6):
+            raise ValueError(f"observation term '{term.name}': k_nearest_relative needs a dim of 6 k, not {term.dim}")
         return term
 
     def to_dict(self) -> dict:
@@ -153,10 +156,6 @@ def build_observation(terms: list[ObsTerm], raw: dict[str, np.ndarray]) -> np.nd
                 raise ValueError(f"raw state '{key}' is not finite: {a}")
             args.append(a)
         if term.op == "k_nearest_relative":
-            if term.dim % 6:
-                raise ValueError(
-                    f"observation term '{term.name}': k_nearest_relative needs a dim of 6 k, not {term.dim}"
-                )
             value = _k_nearest_relative(*args, k=term.dim // 6)
         else:
             value = OPS[term.op][0](*args)

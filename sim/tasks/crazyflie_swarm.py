@@ -488,8 +488,7 @@ class CrazyflieSwarm:
         if w.safety_guide != 0.0:
             safe = 2.0 * self.safe_command() - 1.0  # policy units
             terms["safety_guide"] = -w.safety_guide * (self.action - safe).norm(dim=-1)
-        # each drone's own reward, kept for per-drone credit assignment (robot_rl.envs.PerDroneEnv)
-        self.drone_reward = torch.stack(list(terms.values())).sum(0)
+        self.drone_terms = terms  # each drone's own terms (W, N), for per-drone credit (robot_rl.envs.PerDroneEnv)
         return {k: v.mean(dim=1) for k, v in terms.items()}  # team mean
 
     def terminated(self) -> torch.Tensor:
