@@ -50,7 +50,9 @@ TABLE_Z, HALF = 0.0, 0.025  # table surface and object half height (sim/tasks/ar
 # Planar point offsets as coefficients of (d, d rotated +90 deg), d = unit direction body -> destination.
 POINT_COEF = {"center": (0, 0), "top": (0, 0), "behind": (-1, 0), "front": (1, 0), "left": (0, 1), "right": (0, -1)}
 CLEARANCE = 0.045  # m from an object's centre for side points: half size + finger clearance
-PUSH_DEPTH = 0.03  # m the push target leads the contact point: the push speed, about 2 cm per step
+PUSH_DEPTH = 0.015  # m the push target leads the contact point at most: about 1 cm per step (0.26 m/s)
+APPROACH_HEIGHT = 0.08  # m above a point that the controller comes down from (approach "top", re-acquiring a push)
+APPROACH_RADIUS = 0.02  # m: horizontally this close to the point, it descends
 PLAN_FEATURES = 3 + len(SKILLS) + 1 + 1  # target - tcp, skill one-hot, gripper command, progress
 K = {name: i for i, name in enumerate(SKILLS)}  # skill name -> index
 POINT_COEF_T = torch.tensor([POINT_COEF[p] for p in POINTS], dtype=torch.float64)  # (points, 2)
@@ -74,12 +76,17 @@ class PlanGuidanceConfig:
     replan_after: int = 200  # consecutive failures of every option at one subgoal before asking again
     max_replans: int = 2
     inject_wrong_option: bool = False  # add a plausible wrong option to every layout's grasp (or push) subgoal
+    # Experiments: the controller sees the object it moves displaced by this much (m, standard deviation per
+    # horizontal axis, drawn per episode), as a biased pose estimate would place it; the policy sees the truth.
+    object_pose_noise_m: float = 0.0
     seed: int = 0
     model: ModelConfig = field(default_factory=ModelConfig)
 
     def __post_init__(self):
         if self.planner not in ("oracle", "llm"):
             raise ValueError(f"unknown planner '{self.planner}' (oracle, llm)")
+        if self.object_pose_noise_m < 0:
+            raise ValueError(f"object_pose_noise_m must be >= 0, got {self.object_pose_noise_m}")
         if self.anneal_env_steps < 0:
             raise ValueError(f"anneal_env_steps must be >= 0, got {self.anneal_env_steps}")
 
@@ -128,6 +135,7 @@ class PlanGuidedEnv:
         self.body = torch.zeros(L, MAX_SUBGOALS, MAX_OPTIONS, dtype=torch.long)
         self.point = torch.zeros(L, MAX_SUBGOALS, MAX_OPTIONS, dtype=torch.long)
         self.height = torch.zeros(L, MAX_SUBGOALS, MAX_OPTIONS, dtype=torch.float64)
+        self.from_top = torch.zeros(L, MAX_SUBGOALS, MAX_OPTIONS, dtype=torch.bool)
         self.dest = torch.zeros(L, dtype=torch.long)
         self.moved = torch.zeros(L, dtype=torch.long)  # the object the plan moves (grasped or pushed)
         self.plans: list[Plan] = []
@@ -154,6 +162,9 @@ class PlanGuidedEnv:
         self.closed_steps = torch.zeros(n, dtype=torch.long)
         self.grip = torch.ones(n, dtype=torch.float64)
         self.target = torch.zeros(n, 3, dtype=torch.float64)
+        self.descend = torch.zeros(n, dtype=torch.bool)  # the target is to be reached from above
+        self.pose_error = torch.zeros(n, 3, dtype=torch.float64)  # the controller's error on the moved object
+        self.noise_gen = torch.Generator().manual_seed(cfg.seed + 7919)
         self.chosen = torch.full((n, MAX_SUBGOALS), -1, dtype=torch.long)  # option that achieved each subgoal
         self.steps = 0
         self.env_steps = 0  # training progress for the gain schedule; set_progress() on resume / evaluation
@@ -176,6 +187,7 @@ class PlanGuidedEnv:
                 self.body[layout, s, o] = names[a.object]
                 self.point[layout, s, o] = POINTS.index(a.point)
                 self.height[layout, s, o] = a.height_m
+                self.from_top[layout, s, o] = a.approach == "top"
         scene = self.scenes[layout]
         self.dest[layout] = names[scene.destination]
         self.moved[layout] = names[scene.target_object]
@@ -215,6 +227,9 @@ class PlanGuidedEnv:
         return out
 
     def _start_worlds(self, ids: torch.Tensor) -> None:
+        if self.cfg.object_pose_noise_m > 0:
+            err = torch.randn(len(ids), 2, generator=self.noise_gen, dtype=torch.float64)
+            self.pose_error[ids, :2] = self.cfg.object_pose_noise_m * err
         self.sub[ids] = 0
         self.chosen[ids] = -1
         self._choose(ids)
@@ -230,8 +245,9 @@ class PlanGuidedEnv:
         height = self.height[lay, s, self.opt]
         skill = self.skill[lay, s]
         zero = torch.zeros(t.n, 3, dtype=torch.float64)
-        centre = body_point(t, body, zero)
-        moved = body_point(t, self.moved[lay], zero)
+        moved_body = self.moved[lay]
+        centre = body_point(t, body, zero) + (body == moved_body).double().unsqueeze(1) * self.pose_error
+        moved = body_point(t, moved_body, zero) + self.pose_error
         dest = body_point(t, self.dest[lay], zero)
         d = dest[:, :2] - centre[:, :2]
         d = d / d.norm(dim=1, keepdim=True).clamp(min=1e-6)
@@ -260,16 +276,31 @@ class PlanGuidedEnv:
         rel = t.tcp_pos[:, :2] - behind
         along = (rel * push_dir).sum(dim=1, keepdim=True)
         lateral = (rel - along * push_dir).norm(dim=1)
-        lined_up = (lateral < 0.015) & (along.squeeze(1) > -0.03)
-        ahead = torch.where(lined_up.unsqueeze(1), behind + PUSH_DEPTH * push_dir, behind)
+        # lined up: fingers at the point behind the object or touching it; a TCP further along is on or
+        # beyond the object and must go back around it (pushing from there drives it away from the pad)
+        low = t.tcp_pos[:, 2] < moved[:, 2] + 0.01  # fingertips below the object's top edge: no tipping it
+        lined_up = (lateral < 0.015) & (along.squeeze(1) > -0.03) & (along.squeeze(1) < 0.02) & low
+        # lead by the object's remaining distance to the destination, at most PUSH_DEPTH: the push slows
+        # down as the object arrives instead of shoving it past (a cube pushed at 0.5 m/s slides on)
+        remaining = (centre[:, :2] - moved[:, :2]).norm(dim=1, keepdim=True)
+        lead = remaining.clamp(max=PUSH_DEPTH)
+        ahead = torch.where(lined_up.unsqueeze(1), behind + lead * push_dir, behind)
         push = torch.cat([ahead, moved[:, 2:3]], dim=1)
         target = torch.where((skill == K["push"]).unsqueeze(1), push, target)
-        grip = torch.where(skill == K["push"], -1.0, grip)  # closed fingers push; open ones straddle the object
+        # closed fingers push; open ones straddle the object, so they close before coming down behind it
+        pushing = (skill == K["push"]) | ((skill == K["reach"]) & (point == POINTS.index("behind")))
+        grip = torch.where(pushing, -1.0, grip)
         release = t.tcp_pos + torch.tensor([0.0, 0.0, 0.01], dtype=torch.float64)
         target = torch.where((skill == K["release"]).unsqueeze(1), release, target)
+        # plan finished: back straight up, fingers as they were (opening them beside the object nudges it)
         done = self.sub >= self.n_sub[lay]
-        target = torch.where(done.unsqueeze(1), t.tcp_pos, target)
-        grip = torch.where(done, 1.0, grip)
+        target = torch.where(done.unsqueeze(1), release, target)
+        last = self.skill[lay, (self.n_sub[lay] - 1).clamp(min=0)]
+        grip = torch.where(done, torch.where(last == K["push"], -1.0, 1.0), grip)
+        from_top = self.from_top[lay, s, self.opt]
+        beyond = along.squeeze(1) >= 0.02  # on the pad's side of the object's back: go over it
+        self.descend = ((skill == K["reach"]) & from_top) | ((skill == K["push"]) & beyond)
+        self.descend &= ~done
         return target, grip
 
     def _achieved(self) -> torch.Tensor:
@@ -291,17 +322,30 @@ class PlanGuidedEnv:
             K["transport"]: holding & (xy_err < 0.03),
             K["place"]: (xy_err < 0.04) & (obj[:, 2] < TABLE_Z + HALF + height + 0.02),
             K["release"]: t.width > 0.07,
-            K["push"]: xy_err < 0.03,
+            K["push"]: xy_err < 0.015,
         }
         out = torch.zeros(t.n, dtype=torch.bool)
         for k, v in checks.items():
             out |= (skill == k) & v
         return out & (self.sub < self.n_sub[lay])
 
+    def waypoint(self) -> torch.Tensor:
+        """Where the TCP heads now: the target, or for a target to be reached from above, first a point
+        APPROACH_HEIGHT over it (rising in place while still low), descending once horizontally close.
+        Sweeping in at table height knocks the object away before the fingers are behind it."""
+        tcp, target = self.task.tcp_pos, self.target
+        far = (target[:, :2] - tcp[:, :2]).norm(dim=1) > APPROACH_RADIUS
+        above = target.clone()
+        above[:, 2] += APPROACH_HEIGHT
+        low = tcp[:, 2] < target[:, 2] + 0.5 * APPROACH_HEIGHT
+        rise = torch.cat([tcp[:, :2], above[:, 2:]], dim=1)
+        over = torch.where(low.unsqueeze(1), rise, above)
+        return torch.where((self.descend & far).unsqueeze(1), over, target)
+
     def base_action(self) -> torch.Tensor:
         self.target, self.grip = self._subgoal_target()
         a = torch.zeros(self.task.n, self.task.num_actions, dtype=torch.float64)
-        a[:, :3] = (self.cfg.approach_gain * (self.target - self.task.tcp_pos) / self.scale_xyz).clamp(-1.0, 1.0)
+        a[:, :3] = (self.cfg.approach_gain * (self.waypoint() - self.task.tcp_pos) / self.scale_xyz).clamp(-1.0, 1.0)
         a[:, -1] = self.grip
         return a
 

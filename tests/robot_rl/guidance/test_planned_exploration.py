@@ -146,3 +146,67 @@ def test_checkpoints_carry_what_online_correction_learned(tmp_path):
     assert fresh.selector.probabilities(0, 1, 2) == env.selector.probabilities(0, 1, 2)
     with pytest.raises(ValueError, match="layouts"):
         fresh.load_guidance_state({**learned, "plans": learned["plans"][:1]})
+
+
+def make_push_env(worlds: int = 32) -> BatchedEnv:
+    from sim.tasks.arm import ArmPush
+
+    cfg = EnvConfig(num_worlds=worlds, seed=0, randomization="none", obs_noise=False, action_latency=False,
+                    pushes=False, nthread=1, episode_length_s=6.0)  # fmt: skip
+    return BatchedEnv(ArmPush(layouts=4, action_mode="ee_position", push_distance_m=[0.10, 0.15], distractors=False),
+                      cfg)  # fmt: skip
+
+
+def test_push_controller_comes_down_behind_the_object_and_slows_at_the_pad():
+    """The zero-residual push: fingers closed before coming down behind the object from above, the push
+    target's lead shrinks with the object's remaining distance, and most objects end on their pad."""
+    env = PlanGuidedEnv(make_push_env(), PlanGuidanceConfig())
+    env.reset()
+    t = env.task
+    env.base_action()
+    assert bool(env.descend.all()) and bool((env.grip < 0).all())  # reach(behind): from above, fingers closed
+    start_z = t.tcp_pos[:, 2].clone()
+    heights, success = [], []
+    for _ in range(env.max_episode_length):
+        _, _, _, extras = env.step(torch.zeros(env.num_envs, env.num_actions))
+        heights.append(t.tcp_pos[:, 2].clone())
+        if "final" in extras:
+            success += extras["final"]["success"].tolist()
+    lowest_while_far = torch.stack(heights[:5]).min(dim=0).values
+    assert bool((lowest_while_far > 0.05).all()) and bool((start_z > 0.05).all())  # not swept in at table height
+    # lead: an object on its pad gets no push ahead of the point behind it
+    env.reset()
+    lay = t.layout_id
+    env.sub[:] = 1  # push
+    from robot_rl.guidance.keypoint_reward import body_point
+
+    zero = torch.zeros(t.n, 3, dtype=torch.float64)
+    obj, pad = body_point(t, env.moved[lay], zero), body_point(t, env.dest[lay], zero)
+    target, _ = env._subgoal_target()
+    lead = ((target[:, :2] - obj[:, :2]) * (pad[:, :2] - obj[:, :2])).sum(dim=1) / (pad - obj)[:, :2].norm(dim=1)
+    assert bool((lead < 0.0).all())  # never beyond the object's back while the TCP is not lined up behind it
+    rate = sum(success) / len(success)
+    print(f"\nplan-only push success {rate:.2f} over {len(success)} episodes (no randomization)")
+    assert rate >= 0.5
+
+
+def test_object_pose_noise_moves_the_controllers_targets_not_the_world():
+    with pytest.raises(ValueError, match="object_pose_noise_m"):
+        PlanGuidanceConfig(object_pose_noise_m=-0.01)
+    exact = PlanGuidedEnv(make_push_env(8), PlanGuidanceConfig())
+    noisy = PlanGuidedEnv(make_push_env(8), PlanGuidanceConfig(object_pose_noise_m=0.02, seed=3))
+    exact.reset(), noisy.reset()
+    err = noisy.pose_error
+    assert bool((err[:, :2].abs() > 0).all()) and bool((err[:, 2] == 0).all())
+    assert 0.005 < float(err[:, :2].std()) < 0.05
+    target_exact, _ = exact._subgoal_target()
+    target_noisy, _ = noisy._subgoal_target()
+    # reach(behind): the target moves with the estimate (its direction to the pad turns a little as well)
+    shift = target_noisy - target_exact
+    along = (shift[:, :2] * err[:, :2]).sum(dim=1) / err[:, :2].norm(dim=1) ** 2
+    assert bool((along > 0.6).all()) and bool((along < 1.4).all()), along
+    assert torch.allclose(shift[:, 2], torch.zeros(8, dtype=torch.float64))
+    assert torch.equal(noisy.task.tcp_pos, exact.task.tcp_pos)  # the world itself is the same
+    before = err.clone()
+    noisy._start_worlds(torch.tensor([0, 1]))
+    assert not torch.equal(noisy.pose_error[:2], before[:2]) and torch.equal(noisy.pose_error[2:], before[2:])
