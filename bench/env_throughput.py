@@ -1,13 +1,16 @@
 """Env throughput of crazyflie_hover, side by side with raw mujoco.batch and a Gymnasium loop.
 
 Prints, from one run and one process:
-  - batched env steps/s at 1024 worlds, with and without policy inference,
-  - raw mujoco.batch control steps/s of the same model and substeps (ctrl set, no task code),
+  - batched env steps/s at 1024 worlds, with and without policy inference, with the firmware as a native
+    MuJoCo callback (the default, firmware_impl=native) and, on a second line, in torch between substeps,
+  - raw mujoco.batch control steps/s of the same model and substeps: the fastest raw stepping, one
+    batch.step(nstep=substeps) call per control period with the controls held, of the plain model
+    (assets/crazyflie/crazyflie.xml, without the native firmware's userdata) from the env's start states,
   - the ratio env / raw (goal >= 0.8), env and raw timed in alternating blocks so load changes cancel,
   - the speedup over robot_rl/CrazyflieHover-v0 in a plain Gymnasium loop and in SyncVectorEnv;
   - with --tasks, the same env / raw ratio for other tasks (arm, quadruped, swarm), each against raw
     mujoco.batch stepping of its own model from the env's own start states, one call per control
-    period with the controls held (the fastest raw stepping; the hover line writes controls per substep).
+    period with the controls held, as for hover.
 
     python bench/env_throughput.py [--worlds 1024] [--steps 200] [--tasks arm_reach,arm_push,quadruped_velocity]
 """
@@ -34,22 +37,21 @@ def time_it(fn, steps: int) -> float:
     return time.perf_counter() - t0
 
 
-def time_alternating(fn_a, fn_b, steps: int, blocks: int = 10) -> tuple[float, float]:
-    """Seconds for `steps` calls of each, timed in alternating blocks, so a change of machine load
+def time_alternating(*fns, steps: int, blocks: int = 10) -> list[float]:
+    """Seconds for `steps` calls of each function, timed in alternating blocks, so a change of machine load
     during the run weighs on both sides of a ratio alike (timing one after the other moved it by 0.3)."""
-    fn_a(), fn_b()  # warm up
-    t_a = t_b = 0.0
+    for fn in fns:  # warm up
+        fn()
+    total = [0.0] * len(fns)
     per = max(1, steps // blocks)
     for _ in range(blocks):
-        t0 = time.perf_counter()
-        for _ in range(per):
-            fn_a()
-        t1 = time.perf_counter()
-        for _ in range(per):
-            fn_b()
-        t_a, t_b = t_a + t1 - t0, t_b + time.perf_counter() - t1
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            for _ in range(per):
+                fn()
+            total[i] += time.perf_counter() - t0
     scale = steps / (per * blocks)
-    return t_a * scale, t_b * scale
+    return [t * scale for t in total]
 
 
 def task_ratio(spec: str, n: int, steps: int) -> tuple[float, float]:
@@ -74,7 +76,7 @@ def task_ratio(spec: str, n: int, steps: int) -> tuple[float, float]:
     def raw_step():  # the fastest raw stepping: one call per control period, controls held
         batch.step(nstep=env.task.substeps)
 
-    t_env, t_raw = time_alternating(lambda: env.step(zeros), raw_step, steps)
+    t_env, t_raw = time_alternating(lambda: env.step(zeros), raw_step, steps=steps)
     env.close()
     return n * steps / t_env, n * steps / t_raw
 
@@ -98,9 +100,29 @@ def main() -> None:
     from sim.tasks import make_task
     from sim.tasks.crazyflie import MODEL_PATH
 
-    task = make_task("crazyflie_hover")
+    task = make_task("crazyflie_hover")  # firmware_impl=native
     env = BatchedEnv(task, EnvConfig(num_worlds=n, nthread=0))
+    if not task.native:
+        print("note: the native firmware is unavailable here (see the log); both env lines run torch")
+    env_torch = BatchedEnv(make_task("crazyflie_hover", firmware_impl="torch"), EnvConfig(num_worlds=n, nthread=0))
     zeros = torch.zeros(n, 4, dtype=torch.float64)
+
+    # raw mujoco.batch: the plain model, same 5 substeps per control step, controls held, nothing else;
+    # started from the env's own start states (a quarter rest on the floor, with contacts)
+    model = mujoco.MjModel.from_xml_path(str(MODEL_PATH))
+    batch = mujoco.batch.Batch(model, n, nthread=0)
+    batch.bind("ctrl")[:] = 0.066  # about hover thrust per motor
+    batch.bind("qpos")[:] = env.backend.qpos.numpy()
+    batch.bind("qvel")[:] = env.backend.qvel.numpy()
+    batch.forward()
+
+    def raw_step():  # the fastest raw stepping: one call per control period, controls held
+        batch.step(nstep=task.substeps)
+
+    # both envs fresh from the same start states (same seed), stepped alike: the same physics to step
+    t_env, t_env_torch, t_raw = time_alternating(
+        lambda: env.step(zeros), lambda: env_torch.step(zeros), raw_step, steps=steps
+    )
 
     # policy inference: the default actor size, normalizer included
     from robot_rl.training.ppo_trainer import PPOTrainer
@@ -118,24 +140,6 @@ def main() -> None:
 
     t_env_pol = time_it(step_with_policy, steps)
 
-    # raw mujoco.batch: same model, same 5 substeps per control step, controls written, nothing else;
-    # started from the env's own start states (a quarter rest on the floor, with contacts)
-    model = mujoco.MjModel.from_xml_path(str(MODEL_PATH))
-    batch = mujoco.batch.Batch(model, n, nthread=0)
-    ctrl = batch.bind("ctrl")
-    ctrl[:] = 0.066
-    start = BatchedEnv(make_task("crazyflie_hover"), EnvConfig(num_worlds=n, nthread=0))
-    batch.bind("qpos")[:] = start.backend.qpos.numpy()
-    batch.bind("qvel")[:] = start.backend.qvel.numpy()
-    batch.forward()
-
-    def raw_step():
-        for _ in range(task.substeps):
-            ctrl[:] = 0.066
-            batch.step(nstep=1)
-
-    t_env, t_raw = time_alternating(lambda: env.step(zeros), raw_step, steps)
-
     # Gymnasium: one world per env, plain loop and SyncVectorEnv of 16
     import gymnasium as gym
 
@@ -151,6 +155,7 @@ def main() -> None:
     t_vec = time_it(lambda: vec.step(a16), args.gym_steps // 16)
 
     sps_env = n * steps / t_env
+    sps_torch = n * steps / t_env_torch
     sps_pol = n * steps / t_env_pol
     sps_raw = n * steps / t_raw
     sps_gym = args.gym_steps / t_gym
@@ -159,7 +164,8 @@ def main() -> None:
           f"{os.cpu_count()} cores")  # fmt: skip
     print(f"{'':38s}{'env steps/s':>14s}{'ratio':>10s}")
     print(f"{'raw mujoco.batch (reference)':38s}{sps_raw:14,.0f}{1.0:10.2f}")
-    print(f"{'BatchedEnv, no policy':38s}{sps_env:14,.0f}{sps_env / sps_raw:10.2f}   (goal >= 0.8)")
+    print(f"{'BatchedEnv, no policy (native fw)':38s}{sps_env:14,.0f}{sps_env / sps_raw:10.2f}   (goal >= 0.8)")
+    print(f"{'BatchedEnv, no policy (torch fw)':38s}{sps_torch:14,.0f}{sps_torch / sps_raw:10.2f}")
     print(f"{'BatchedEnv + policy inference':38s}{sps_pol:14,.0f}{sps_pol / sps_raw:10.2f}")
     print(f"{'CrazyflieHover-v0, Gymnasium loop':38s}{sps_gym:14,.0f}{sps_gym / sps_raw:10.2f}")
     print(f"{'CrazyflieHover-v0, SyncVectorEnv(16)':38s}{sps_vec:14,.0f}{sps_vec / sps_raw:10.2f}")

@@ -1,13 +1,16 @@
 """Crazyflie tasks: hover at a point and fly to moving goals, in rpyt (default), ctbr or motors mode.
 
 rpyt actions go through the firmware model (sim.robots.crazyflie_firmware) at 500 Hz, so the
-policy's command means what cflib's send_setpoint means on a real drone. Observations follow
-OBS_LAYOUT, which is exported into the policy bundle; the deploy runtime rebuilds them from raw
-robot state.
+policy's command means what cflib's send_setpoint means on a real drone. On the CPU mujoco backend the
+firmware runs by default as a native MuJoCo control callback (sim.robots.crazyflie_firmware_native): the
+same arithmetic inside the batch's step; firmware_impl="torch" runs it in torch between substeps.
+Observations follow OBS_LAYOUT, which is exported into the policy bundle; the deploy runtime rebuilds
+them from raw robot state.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +18,10 @@ from pathlib import Path
 import torch
 
 from sim.observation_layout import build_observation
+from sim.robots import crazyflie_firmware_native as native
 from sim.robots.crazyflie_firmware import CrazyflieFirmware, quat_wxyz_to_rpy_deg, written_key
+
+log = logging.getLogger(__name__)
 
 MODEL_PATH = Path(__file__).resolve().parents[2] / "assets" / "crazyflie" / "crazyflie.xml"
 REST_Z = 0.0125  # body origin height when the collision box rests on the floor
@@ -114,6 +120,8 @@ DR_LEVELS = {
 }
 
 LATENCY_HISTORY = 4  # commands kept in flight: enough for 15 substeps (30 ms) of latency
+assert LATENCY_HISTORY == native.HISTORY
+FIRMWARE_IMPLS = ("native", "torch")
 
 OBS_NOISE_STD = {"position": 0.005, "velocity": 0.02, "quaternion": 0.005, "angular_velocity": 0.05}
 
@@ -147,6 +155,10 @@ class CrazyflieHover:
     push_interval_s: float = 3.0
     push_speed: float = 0.3
     rewards: RewardWeights = field(default_factory=RewardWeights)
+    # native: the firmware tick as a C control callback inside MuJoCo's step (CPU mujoco backend, needs gcc;
+    # falls back to torch, with a log line, where it cannot be built); torch: the torch firmware between
+    # substeps. Both compute the same values (to rounding); native is faster.
+    firmware_impl: str = "native"
 
     model_path = MODEL_PATH
     control_dt = 0.01  # 100 Hz
@@ -161,6 +173,10 @@ class CrazyflieHover:
     def __post_init__(self):
         if self.action_mode not in ACTION_SPECS:
             raise ValueError(f"unknown action_mode '{self.action_mode}' (rpyt, ctbr, motors)")
+        if self.firmware_impl not in FIRMWARE_IMPLS:
+            raise ValueError(f"firmware_impl must be one of {', '.join(FIRMWARE_IMPLS)}, not '{self.firmware_impl}'")
+        if self.firmware_impl == "native":  # per-world firmware state lives in MjData.userdata
+            self.model_path = native.model_with_userdata(self.model_path)
         self.extent = self.start_half_extent
         spec = self.action_spec = ACTION_SPECS[self.action_mode]
         self.act_offset = torch.tensor(spec["offset"], dtype=torch.float64)
@@ -180,13 +196,18 @@ class CrazyflieHover:
         n = backend.num_worlds
         self.n = n
         self.dr = DR_LEVELS[cfg.randomization]
-        self.firmware = CrazyflieFirmware(n, dt=backend.model.opt.timestep)
+        self.latency = torch.zeros(n, dtype=torch.long)
+        self.firmware = self._make_firmware(backend)
+        self.native = isinstance(self.firmware, native.NativeFirmware)
         self.goal_pos = torch.tensor(self.goal, dtype=torch.float64).repeat(n, 1)
         self.action = torch.zeros(n, 4, dtype=torch.float64)  # current policy action
         self.prev_action = torch.zeros(n, 4, dtype=torch.float64)
-        # commands still in flight: cmd_hist[:, j] was issued j control steps ago (latency up to 3 steps)
-        self.cmd_hist = torch.zeros(n, LATENCY_HISTORY, 4, dtype=torch.float64)
-        self.latency = torch.zeros(n, dtype=torch.long)
+        # commands still in flight: cmd_hist[:, j] was issued j control steps ago (latency up to 3 steps); the
+        # native firmware reads them from userdata, so there cmd_hist is a view of it, written in place
+        if self.native:
+            self.cmd_hist = self.firmware.cmd_hist
+        else:
+            self.cmd_hist = torch.zeros(n, LATENCY_HISTORY, 4, dtype=torch.float64)
         self.bad_steps_since = torch.zeros(n, dtype=torch.long)  # steps since position error last >= radius
         self.max_err = torch.zeros(n, dtype=torch.float64)
         self.crashed = torch.zeros(n, dtype=torch.bool)
@@ -204,6 +225,16 @@ class CrazyflieHover:
             self.inertia = backend.expand("body_inertia")
             self.dynprm = backend.expand("actuator_dynprm")
             self.gear = backend.expand("actuator_gear")
+
+    def _make_firmware(self, backend):
+        if self.firmware_impl == "native":
+            if getattr(backend, "name", None) != "mujoco":
+                log.info("crazyflie firmware: the %s backend runs the torch firmware", backend.name)
+            elif backend.model.nuserdata < native.NUSERDATA:
+                log.warning("crazyflie firmware: model without userdata for the native firmware; running torch")
+            elif (lib := native.load()) is not None:  # None: load() has said why
+                return native.NativeFirmware(backend, lib, self.action_mode, self.substeps, self.latency)
+        return CrazyflieFirmware(backend.num_worlds, dt=backend.model.opt.timestep)
 
     def _uniform(self, ids: torch.Tensor, lo: float, hi: float, k: int = 1) -> torch.Tensor:
         return lo + (hi - lo) * torch.rand(len(ids), k, generator=self.rng, dtype=torch.float64)
@@ -277,6 +308,12 @@ class CrazyflieHover:
     def apply_command(self, cmd: torch.Tensor) -> None:
         """Fly one control period with a command in robot units (rpyt: send_setpoint units)."""
         b = self.backend
+        if self.native:  # the callback picks each substep's command from cmd_hist, as _arrival_rows does
+            self.cmd_hist.copy_(torch.cat([cmd.unsqueeze(1), self.cmd_hist[:, :-1]], dim=1))
+            self.firmware.step()
+            self._update_status()
+            self._refresh_raw(None)
+            return
         self.cmd_hist = torch.cat([cmd.unsqueeze(1), self.cmd_hist[:, :-1]], dim=1)
         # the command each world's firmware sees at each substep, in one gather per control step
         arrived = self.cmd_hist.reshape(-1, 4).index_select(0, self._arrival_rows()).view(self.substeps, self.n, 4)
