@@ -17,7 +17,8 @@ numbered scenes: training draws indices below HELD_OUT_BASE, evaluation passes s
 (indices HELD_OUT_BASE + k), so held-out scenes are never trained on. scenario="gap" replaces the
 clutter by one wall across the room (y = 0) with a gap_width opening (0.2 m surface to surface by
 default) centred on each drone's straight planner path: drones fly parallel lanes 1 m apart, each
-through its own gap (sim.scenes.clutter.gap_wall).
+through its own gap (sim.scenes.clutter.gap_wall). gap_fraction > 0 mixes such gap walls into the
+training scenes (that fraction of training resets; held-out scenes keep their scenario).
 
 Rewards: SwarmRewardWeights, each term logged by name (Episode/rew_<name>). Two-stage training sets
 rewards.safety_guide > 0 in stage 1 (the guide term, -|a - a_cbf| against the CBF-filtered planner
@@ -107,6 +108,7 @@ class CrazyflieSwarm:
     scene_offset: int = 0  # test scenes: world w of the first reset gets scene HELD_OUT_BASE + offset + w
     scenario: str = "clutter"  # clutter | gap (a wall with one gap_width opening on each drone's path)
     gap_width: float = 0.2  # m, surface to surface
+    gap_fraction: float = 0.0  # training scenes only: this fraction of resets get the gap wall instead of clutter
     rewards: SwarmRewardWeights = field(default_factory=SwarmRewardWeights)  # a dict from Hydra is accepted
 
     control_dt = 0.01  # 100 Hz, LEARN's training rate
@@ -120,6 +122,8 @@ class CrazyflieSwarm:
             raise ValueError(f"crazyflie_swarm flies in motors mode only, not '{self.action_mode}'")
         if self.scenario not in ("clutter", "gap"):
             raise ValueError(f"scenario must be clutter or gap, not '{self.scenario}'")
+        if not 0.0 <= self.gap_fraction <= 1.0:
+            raise ValueError(f"gap_fraction is a fraction of training resets (0 to 1), not {self.gap_fraction}")
         if isinstance(self.rewards, dict):
             self.rewards = SwarmRewardWeights(**self.rewards)
         if self.rewards.safety_guide < 0:
@@ -275,6 +279,12 @@ class CrazyflieSwarm:
             y_sign = torch.from_numpy(np.where(gen.random(k) < 0.5, -1.0, 1.0))
             start = self._strip_positions(k, y_sign, gen)
             goal = self._strip_positions(k, -y_sign, gen)
+            if self.gap_fraction > 0 and self.scene_set == "train":  # own draws: the clutter ones stay as they were
+                mix = np.random.default_rng([int(s) for s in scenes] + [11])
+                gap = torch.from_numpy(mix.random(k) < self.gap_fraction)
+                if gap.any():
+                    start[gap], goal[gap], lay = self._gap_scene(int(gap.sum()), mix)
+                    self.layout.columns[ids[gap]], self.layout.walls[ids[gap]] = lay.columns, lay.walls
         write_layout(Layout(self.layout.columns[ids], self.layout.walls[ids]), ids, self.mocap_pos, self.mocap_quat,
                      self.scene, self.obstacle_mocap)  # fmt: skip
         qpos = b.qpos[ids]

@@ -157,6 +157,25 @@ def test_gap_scenario_puts_a_0p2_m_gap_on_every_planner_path():
     env.close()
 
 
+def test_gap_fraction_mixes_gap_walls_into_training_scenes_only():
+    with pytest.raises(ValueError, match="gap_fraction"):
+        CrazyflieSwarm(gap_fraction=1.5)
+    plain = CrazyflieSwarm()
+    mixed = CrazyflieSwarm(gap_fraction=0.5)
+    envs = [BatchedEnv(t, EnvConfig(num_worlds=16, nthread=1, seed=3)) for t in (plain, mixed)]
+    straight = (mixed.planner.start[..., 0] == mixed.planner.goal[..., 0]).all(dim=1)  # gap lanes fly along y
+    assert 3 <= int(straight.sum()) <= 13  # about half of 16 resets
+    assert not bool((plain.planner.start[..., 0] == plain.planner.goal[..., 0]).all(dim=1).any())
+    same = ~straight  # the clutter worlds are the scenes they would have been without the mix
+    torch.testing.assert_close(mixed.planner.start[same], plain.planner.start[same])
+    torch.testing.assert_close(mixed.layout.columns[same], plain.layout.columns[same])
+    held_out = CrazyflieSwarm(gap_fraction=1.0, scene_set="test")  # evaluation scenes keep their scenario
+    env = BatchedEnv(held_out, EnvConfig(num_worlds=4, nthread=1))
+    assert not bool((held_out.planner.start[..., 0] == held_out.planner.goal[..., 0]).all(dim=1).any())
+    for e in [*envs, env]:
+        e.close()
+
+
 def test_safety_guide_penalises_deviation_from_the_safe_command():
     task = CrazyflieSwarm(num_drones=2, rewards={"safety_guide": 0.5})
     env = BatchedEnv(task, EnvConfig(num_worlds=2, nthread=1))
