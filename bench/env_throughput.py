@@ -54,6 +54,16 @@ def time_alternating(*fns, steps: int, blocks: int = 10) -> list[float]:
     return [t * scale for t in total]
 
 
+def raw_stepper(model_path, env, substeps: int, ctrl: float | None = None):
+    """The fastest raw stepping of a plain model: one batch.step(nstep=substeps) call per control period, controls
+    held, started from the env's own start states (and its controls, or `ctrl` in every actuator)."""
+    batch = mujoco.batch.Batch(mujoco.MjModel.from_xml_path(str(model_path)), env.num_envs, nthread=0)
+    for f in ("qpos", "qvel", "ctrl"):
+        batch.bind(f)[:] = getattr(env.backend, f).numpy() if f != "ctrl" or ctrl is None else ctrl
+    batch.forward()
+    return lambda: batch.step(nstep=substeps)
+
+
 def task_ratio(spec: str, n: int, steps: int) -> tuple[float, float]:
     """(env steps/s with zero actions, raw mujoco.batch control steps/s) for one task, same process.
 
@@ -67,15 +77,7 @@ def task_ratio(spec: str, n: int, steps: int) -> tuple[float, float]:
     kwargs = {k: yaml.safe_load(v) for k, v in (x.split("=", 1) for x in params)}
     env = BatchedEnv(make_task(name, **kwargs), EnvConfig(num_worlds=n, nthread=0, pushes=False))
     zeros = torch.zeros(n, env.num_actions, dtype=torch.float64)
-    model = mujoco.MjModel.from_xml_path(str(env.task.model_path))
-    batch = mujoco.batch.Batch(model, n, nthread=0)
-    for f in ("qpos", "qvel", "ctrl"):
-        batch.bind(f)[:] = getattr(env.backend, f).numpy()
-    batch.forward()
-
-    def raw_step():  # the fastest raw stepping: one call per control period, controls held
-        batch.step(nstep=env.task.substeps)
-
+    raw_step = raw_stepper(env.task.model_path, env, env.task.substeps)
     t_env, t_raw = time_alternating(lambda: env.step(zeros), raw_step, steps=steps)
     env.close()
     return n * steps / t_env, n * steps / t_raw
@@ -109,16 +111,7 @@ def main() -> None:
 
     # raw mujoco.batch: the plain model, same 5 substeps per control step, controls held, nothing else;
     # started from the env's own start states (a quarter rest on the floor, with contacts)
-    model = mujoco.MjModel.from_xml_path(str(MODEL_PATH))
-    batch = mujoco.batch.Batch(model, n, nthread=0)
-    batch.bind("ctrl")[:] = 0.066  # about hover thrust per motor
-    batch.bind("qpos")[:] = env.backend.qpos.numpy()
-    batch.bind("qvel")[:] = env.backend.qvel.numpy()
-    batch.forward()
-
-    def raw_step():  # the fastest raw stepping: one call per control period, controls held
-        batch.step(nstep=task.substeps)
-
+    raw_step = raw_stepper(MODEL_PATH, env, task.substeps, ctrl=0.066)  # about hover thrust per motor
     # both envs fresh from the same start states (same seed), stepped alike: the same physics to step
     t_env, t_env_torch, t_raw = time_alternating(
         lambda: env.step(zeros), lambda: env_torch.step(zeros), raw_step, steps=steps
@@ -160,8 +153,8 @@ def main() -> None:
     sps_raw = n * steps / t_raw
     sps_gym = args.gym_steps / t_gym
     sps_vec = 16 * (args.gym_steps // 16) / t_vec
-    print(f"crazyflie_hover, {n} worlds, {task.substeps} substeps of {model.opt.timestep * 1e3:.0f} ms per step, "
-          f"{os.cpu_count()} cores")  # fmt: skip
+    dt_ms = env.backend.model.opt.timestep * 1e3
+    print(f"crazyflie_hover, {n} worlds, {task.substeps} substeps of {dt_ms:.0f} ms per step, {os.cpu_count()} cores")
     print(f"{'':38s}{'env steps/s':>14s}{'ratio':>10s}")
     print(f"{'raw mujoco.batch (reference)':38s}{sps_raw:14,.0f}{1.0:10.2f}")
     print(f"{'BatchedEnv, no policy (native fw)':38s}{sps_env:14,.0f}{sps_env / sps_raw:10.2f}   (goal >= 0.8)")

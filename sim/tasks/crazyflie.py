@@ -307,13 +307,17 @@ class CrazyflieHover:
 
     def apply_command(self, cmd: torch.Tensor) -> None:
         """Fly one control period with a command in robot units (rpyt: send_setpoint units)."""
-        b = self.backend
         if self.native:  # the callback picks each substep's command from cmd_hist, as _arrival_rows does
             self.cmd_hist.copy_(torch.cat([cmd.unsqueeze(1), self.cmd_hist[:, :-1]], dim=1))
             self.firmware.step()
-            self._update_status()
-            self._refresh_raw(None)
-            return
+        else:
+            self._fly_torch_firmware(cmd)
+        self._update_status()
+        self._refresh_raw(None)
+
+    def _fly_torch_firmware(self, cmd: torch.Tensor) -> None:
+        """The control period with the torch firmware: a tick between every two physics substeps."""
+        b = self.backend
         self.cmd_hist = torch.cat([cmd.unsqueeze(1), self.cmd_hist[:, :-1]], dim=1)
         # the command each world's firmware sees at each substep, in one gather per control step
         arrived = self.cmd_hist.reshape(-1, 4).index_select(0, self._arrival_rows()).view(self.substeps, self.n, 4)
@@ -324,8 +328,6 @@ class CrazyflieHover:
         for k in range(self.substeps):
             b.ctrl.copy_(self._motor_thrust(arrived[k], quat, gyro, may_idle))
             b.step(1)
-        self._update_status()
-        self._refresh_raw(None)
 
     def _arrival_rows(self) -> torch.Tensor:
         """Rows of cmd_hist.reshape(-1, 4) that reach the firmware at each substep, (substeps * n,), substep-major.
