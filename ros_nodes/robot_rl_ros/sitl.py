@@ -209,6 +209,31 @@ class _ObserverNode:
                                       parameter_overrides=[Parameter("use_sim_time", value=use_sim_time)])  # fmt: skip
         self.executor = SingleThreadedExecutor(context=self.ctx)
         self.executor.add_node(self.node)
+        # Arrival (DDS reception, wall ns) of every /clock sample, so that a message's simulated time can
+        # be recovered from its own arrival even when this node's Python thread stalls and reads a backlog.
+        self.use_sim_time = use_sim_time
+        self.clock_log: list[tuple[int, float]] = []
+        if use_sim_time:
+            from rosgraph_msgs.msg import Clock
+
+            from robot_rl_ros import qos
+            from robot_rl_ros.msgs import stamp_to_s
+
+            def on_clock(m, info):
+                self.clock_log.append((int(info["received_timestamp"]), stamp_to_s(m.clock)))
+
+            self.node.create_subscription(Clock, "/clock", on_clock, qos.RECORD)
+
+    def arrival_times(self, received_ns: list[int]) -> np.ndarray:
+        """ROS time at which messages arrived (DDS reception stamps): the newest /clock received before
+        each under sim time (0 before the first), the wall clock otherwise."""
+        ns = np.asarray(received_ns, dtype=np.int64)
+        if not self.use_sim_time:
+            return ns * 1e-9
+        log = sorted(self.clock_log)
+        clock_ns = np.array([r for r, _ in log], dtype=np.int64)
+        clock_s = np.array([0.0] + [c for _, c in log])
+        return clock_s[np.searchsorted(clock_ns, ns, side="right")]
 
     def now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9
@@ -246,6 +271,7 @@ class Observer(_ObserverNode):
         super().__init__("sitl_observer", domain_id, use_sim_time, namespace)
         self.states: list[tuple[float, np.ndarray]] = []
         self.commands: list[tuple[float, float, np.ndarray]] = []  # (ros time, wall time, rpyt)
+        self.command_received_ns: list[int] = []  # DDS arrival of each command, for arrival_times()
         self.safety: dict[str, str] = {}
         self.safety_events: list[str] = []
         self.modes: list[tuple[float, str]] = []  # (ROS time at receipt, 'MODE: reason')
@@ -254,8 +280,9 @@ class Observer(_ObserverNode):
         def on_odom(m):
             self.states.append((stamp_to_s(m.header.stamp), odometry_to_raw(m)["position"]))
 
-        def on_cmd(m):
+        def on_cmd(m, info):
             self.commands.append((self.now(), time.monotonic(), twist_to_rpyt(m)))
+            self.command_received_ns.append(int(info["received_timestamp"]))
 
         def on_diag(m):
             for st in m.status:
@@ -269,8 +296,9 @@ class Observer(_ObserverNode):
         def on_joints(m):
             self.states.append((stamp_to_s(m.header.stamp), arm_joint_arrays(m)[0]))
 
-        def on_joint_cmd(m):
+        def on_joint_cmd(m, info):
             self.commands.append((self.now(), time.monotonic(), np.asarray(m.data, dtype=np.float64)))
+            self.command_received_ns.append(int(info["received_timestamp"]))
 
         def on_body(m):
             p, v = m.pose.pose.position, m.twist.twist.linear
@@ -280,14 +308,14 @@ class Observer(_ObserverNode):
 
         if robot == "quadruped":
             self.node.create_subscription(Odometry, "odom", on_body, qos.SENSOR)
-            self.node.create_subscription(Float64MultiArray, "joint_commands", on_joint_cmd, qos.COMMAND)
+            self.node.create_subscription(Float64MultiArray, "joint_commands", on_joint_cmd, qos.RECORD)
         elif robot == "arm":
             self.node.create_subscription(JointState, "joint_states", on_joints, qos.SENSOR)
             cmd_topic = "forward_position_controller/commands"
-            self.node.create_subscription(Float64MultiArray, cmd_topic, on_joint_cmd, qos.COMMAND)
+            self.node.create_subscription(Float64MultiArray, cmd_topic, on_joint_cmd, qos.RECORD)
         else:
             self.node.create_subscription(Odometry, "odom", on_odom, qos.SENSOR)
-            self.node.create_subscription(Twist, "cmd_vel_legacy", on_cmd, qos.COMMAND)
+            self.node.create_subscription(Twist, "cmd_vel_legacy", on_cmd, qos.RECORD)
         self.node.create_subscription(String, "safety/mode", on_mode, qos.LATCHED)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, qos.DIAGNOSTICS)
 
@@ -306,6 +334,7 @@ class SwarmObserver(_ObserverNode):
         self.names = names
         self.states: dict[str, list[tuple[float, np.ndarray]]] = {n: [] for n in names}  # (stamp, [p, v])
         self.commands: dict[str, list[tuple[float, np.ndarray]]] = {n: [] for n in names}  # (ROS time, motors)
+        self.command_received_ns: dict[str, list[int]] = {n: [] for n in names}
         self.pairs: dict[str, list[tuple[float, np.ndarray]]] = {n: [] for n in names}  # (ROS time, obs + command)
         self.modes: dict[str, list[tuple[float, str]]] = {n: [] for n in names}
         for n in names:
@@ -316,8 +345,12 @@ class SwarmObserver(_ObserverNode):
 
             sub = self.node.create_subscription
             sub(Odometry, f"/{n}/odom", on_odom, qos.SENSOR)
-            sub(Float64MultiArray, f"/{n}/cmd_motors",
-                lambda m, n=n: self.commands[n].append((self.now(), np.asarray(m.data))), qos.COMMAND)  # fmt: skip
+
+            def on_motors(m, info, n=n):
+                self.commands[n].append((self.now(), np.asarray(m.data)))
+                self.command_received_ns[n].append(int(info["received_timestamp"]))
+
+            sub(Float64MultiArray, f"/{n}/cmd_motors", on_motors, qos.RECORD)
             sub(Float32MultiArray, f"/{n}/policy/observation",
                 lambda m, n=n: self.pairs[n].append((self.now(), np.float32(m.data))), qos.RECORD)  # fmt: skip
             sub(String, f"/{n}/safety/mode", lambda m, n=n: self.modes[n].append((self.now(), m.data)), qos.LATCHED)
@@ -360,7 +393,7 @@ def fly_swarm(
     for n in names:
         t = np.array([s[0] for s in obs.states[n]])
         x = np.array([s[1] for s in obs.states[n]])
-        ct = [c[0] for c in obs.commands[n] if c[0] >= t[0]]
+        ct = [c for c in obs.arrival_times(obs.command_received_ns[n]) if c >= t[0]]
         drones[n] = {
             "start": x[0, 0:3].tolist(),
             "final": x[-1, 0:3].tolist(),
@@ -407,11 +440,12 @@ def _summary(obs: Observer, finished: bool) -> dict:
     """What every SITL run reports: the command stream (judged from the first state on: commands before
     the observer's first /clock carry time 0) and the safety node's mode, counters and interventions."""
     t = np.array([s[0] for s in obs.states])
+    ct = obs.arrival_times(obs.command_received_ns)
     return {
         "finished": finished,
         "sim_seconds": float(t[-1] - t[0]),
         "commands": len(obs.commands),
-        "max_command_gap_s": _max_gap([c[0] for c in obs.commands if c[0] >= t[0]]),
+        "max_command_gap_s": _max_gap([c for c in ct if c >= t[0]]),
         "commands_nonfinite": int(sum(not np.all(np.isfinite(c[2])) for c in obs.commands)),
         "mode": obs.safety.get("mode", "unknown"),
         "reason": obs.safety.get("reason", ""),
@@ -484,7 +518,9 @@ def reach(
         "final_error_m": float(err[-1]),
         "hold_max_error_m": float(hold.max()),
         "hold_median_error_m": float(np.median(hold)),
-        "hold_max_command_gap_s": _max_gap([c[0] for c in obs.commands if c[0] >= t[-1] - hold_s]),
+        "hold_max_command_gap_s": _max_gap(
+            [c for c in obs.arrival_times(obs.command_received_ns) if c >= t[-1] - hold_s]
+        ),
         "first_within_2cm_s": float(t[np.argmax(err < 0.02)] - t[0]) if np.any(err < 0.02) else None,
     }
 
@@ -515,5 +551,7 @@ def walk(
         "yaw_rate_error": float(np.mean(np.abs(x[after, 5] - command[2]))),
         "min_trunk_height_m": float(x[:, 2].min()),
         "distance_m": float(np.linalg.norm(x[-1, :2] - x[0, :2])),
-        "settled_max_command_gap_s": _max_gap([c[0] for c in obs.commands if c[0] >= t[0] + settle_s]),
+        "settled_max_command_gap_s": _max_gap(
+            [c for c in obs.arrival_times(obs.command_received_ns) if c >= t[0] + settle_s]
+        ),
     }
