@@ -37,6 +37,13 @@ VARIANTS = {
     "plan_wrong_option": ["guidance=plan", "task.action_mode=ee_position", "guidance.inject_wrong_option=true"],
     # the plan controller sees the pushed / grasped object 2 cm off (per axis, per episode); the policy sees it right
     "plan_pose_noise": ["guidance=plan", "task.action_mode=ee_position", "guidance.object_pose_noise_m=0.02"],
+    # the same, and the policy may shift the plan's estimate of the object (up to 4 cm per axis)
+    "plan_pose_noise_corrected": [
+        "guidance=plan",
+        "task.action_mode=ee_position",
+        "guidance.object_pose_noise_m=0.02",
+        "guidance.pose_correction_m=0.04",
+    ],
 }
 
 

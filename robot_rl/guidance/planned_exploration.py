@@ -53,7 +53,6 @@ CLEARANCE = 0.045  # m from an object's centre for side points: half size + fing
 PUSH_DEPTH = 0.015  # m the push target leads the contact point at most: about 1 cm per step (0.26 m/s)
 APPROACH_HEIGHT = 0.08  # m above a point that the controller comes down from (approach "top", re-acquiring a push)
 APPROACH_RADIUS = 0.02  # m: horizontally this close to the point, it descends
-PLAN_FEATURES = 3 + len(SKILLS) + 1 + 1  # target - tcp, skill one-hot, gripper command, progress
 K = {name: i for i, name in enumerate(SKILLS)}  # skill name -> index
 POINT_COEF_T = torch.tensor([POINT_COEF[p] for p in POINTS], dtype=torch.float64)  # (points, 2)
 
@@ -79,6 +78,11 @@ class PlanGuidanceConfig:
     # Experiments: the controller sees the object it moves displaced by this much (m, standard deviation per
     # horizontal axis, drawn per episode), as a biased pose estimate would place it; the policy sees the truth.
     object_pose_noise_m: float = 0.0
+    # Affordance-level correction: > 0 gives the policy two more actions, a horizontal shift (up to this many
+    # m) of the plan's estimate of the object it moves, and adds that estimate (relative to the TCP) to the
+    # plan features. The controller's decisions (lined up, push direction, going over) then rest on the
+    # corrected pose, which a residual on the action alone cannot change.
+    pose_correction_m: float = 0.0
     seed: int = 0
     model: ModelConfig = field(default_factory=ModelConfig)
 
@@ -87,6 +91,8 @@ class PlanGuidanceConfig:
             raise ValueError(f"unknown planner '{self.planner}' (oracle, llm)")
         if self.object_pose_noise_m < 0:
             raise ValueError(f"object_pose_noise_m must be >= 0, got {self.object_pose_noise_m}")
+        if self.pose_correction_m < 0:
+            raise ValueError(f"pose_correction_m must be >= 0, got {self.pose_correction_m}")
         if self.anneal_env_steps < 0:
             raise ValueError(f"anneal_env_steps must be >= 0, got {self.anneal_env_steps}")
 
@@ -164,6 +170,8 @@ class PlanGuidedEnv:
         self.target = torch.zeros(n, 3, dtype=torch.float64)
         self.descend = torch.zeros(n, dtype=torch.bool)  # the target is to be reached from above
         self.pose_error = torch.zeros(n, 3, dtype=torch.float64)  # the controller's error on the moved object
+        self.correction = torch.zeros(n, 3, dtype=torch.float64)  # the policy's shift of that estimate (this step)
+        self.num_corrections = 2 if cfg.pose_correction_m > 0 else 0
         self.noise_gen = torch.Generator().manual_seed(cfg.seed + 7919)
         self.chosen = torch.full((n, MAX_SUBGOALS), -1, dtype=torch.long)  # option that achieved each subgoal
         self.steps = 0
@@ -230,6 +238,7 @@ class PlanGuidedEnv:
         if self.cfg.object_pose_noise_m > 0:
             err = torch.randn(len(ids), 2, generator=self.noise_gen, dtype=torch.float64)
             self.pose_error[ids, :2] = self.cfg.object_pose_noise_m * err
+        self.correction[ids] = 0.0
         self.sub[ids] = 0
         self.chosen[ids] = -1
         self._choose(ids)
@@ -246,8 +255,9 @@ class PlanGuidedEnv:
         skill = self.skill[lay, s]
         zero = torch.zeros(t.n, 3, dtype=torch.float64)
         moved_body = self.moved[lay]
-        centre = body_point(t, body, zero) + (body == moved_body).double().unsqueeze(1) * self.pose_error
-        moved = body_point(t, moved_body, zero) + self.pose_error
+        estimate_error = self.pose_error + self.correction
+        centre = body_point(t, body, zero) + (body == moved_body).double().unsqueeze(1) * estimate_error
+        moved = body_point(t, moved_body, zero) + estimate_error
         dest = body_point(t, self.dest[lay], zero)
         d = dest[:, :2] - centre[:, :2]
         d = d / d.norm(dim=1, keepdim=True).clamp(min=1e-6)
@@ -357,7 +367,16 @@ class PlanGuidedEnv:
         onehot = onehot * (self.sub < self.n_sub[lay]).double().unsqueeze(1)
         rel = ((self.target - self.task.tcp_pos) / 0.3).clamp(-1.0, 1.0)
         progress = self.sub.double() / self.n_sub[lay].double().clamp(min=1)
-        return torch.cat([rel, onehot, self.grip.unsqueeze(1), progress.unsqueeze(1)], dim=1).float()
+        features = [rel, onehot, self.grip.unsqueeze(1), progress.unsqueeze(1)]
+        if self.num_corrections:  # the plan's own (uncorrected) estimate of the object it moves
+            zero = torch.zeros(self.task.n, 3, dtype=torch.float64)
+            estimate = body_point(self.task, self.moved[lay], zero) + self.pose_error
+            features.append(((estimate - self.task.tcp_pos) / 0.6).clamp(-1.0, 1.0))  # the reach of the table
+        return torch.cat(features, dim=1).float()
+
+    @property
+    def num_actions(self) -> int:
+        return self.env.num_actions + self.num_corrections
 
     def get_observations(self) -> TensorDict:
         obs = self.env.get_observations()
@@ -372,6 +391,9 @@ class PlanGuidedEnv:
 
     def step(self, actions: torch.Tensor):
         a_rl = torch.as_tensor(actions, dtype=torch.float64).reshape(self.num_envs, self.num_actions)
+        if self.num_corrections:
+            a_rl, shift = a_rl[:, : self.env.num_actions], a_rl[:, self.env.num_actions :]
+            self.correction[:, :2] = self.cfg.pose_correction_m * shift.clamp(-1.0, 1.0)
         base_gain, k = self.cfg.gains(self.env_steps)
         a = (base_gain * self.base_action() + k * a_rl).clamp(-1.0, 1.0)
         self.env_steps += self.num_envs

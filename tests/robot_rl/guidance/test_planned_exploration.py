@@ -210,3 +210,36 @@ def test_object_pose_noise_moves_the_controllers_targets_not_the_world():
     before = err.clone()
     noisy._start_worlds(torch.tensor([0, 1]))
     assert not torch.equal(noisy.pose_error[:2], before[:2]) and torch.equal(noisy.pose_error[2:], before[2:])
+
+
+def test_pose_correction_actions_shift_the_plans_estimate_of_the_moved_object():
+    with pytest.raises(ValueError, match="pose_correction_m"):
+        PlanGuidanceConfig(pose_correction_m=-0.01)
+    plain = PlanGuidedEnv(make_push_env(8), PlanGuidanceConfig(object_pose_noise_m=0.02, seed=3))
+    env = PlanGuidedEnv(make_push_env(8), PlanGuidanceConfig(object_pose_noise_m=0.02, pose_correction_m=0.04, seed=3))
+    assert env.num_actions == plain.num_actions + 2
+    obs = env.reset()["policy"]
+    assert obs.shape[1] == plain.reset()["policy"].shape[1] + 3  # + the plan's estimate of the object - TCP
+    err = env.pose_error.clone()
+    assert torch.equal(err, plain.pose_error)
+    t = env.task
+    from robot_rl.guidance.keypoint_reward import body_point
+
+    zero = torch.zeros(t.n, 3, dtype=torch.float64)
+    true_obj = body_point(t, env.moved[t.layout_id], zero)
+    estimate = obs[:, -3:].double() * 0.6 + t.tcp_pos
+    assert torch.allclose(estimate, true_obj + err, atol=1e-5)  # the plan's uncorrected belief
+    # the exact shift puts the controller's target where the noise-free plan would put it
+    exact_env = PlanGuidedEnv(make_push_env(8), PlanGuidanceConfig())
+    exact_env.reset()
+    a = torch.zeros(env.num_envs, env.num_actions)
+    a[:, -2:] = (-err[:, :2] / 0.04).float()
+    env.step(a)
+    exact_env.step(torch.zeros(exact_env.num_envs, exact_env.num_actions))
+    assert torch.allclose(env.target, exact_env.target, atol=1e-6)
+    assert torch.allclose(t.tcp_pos, exact_env.task.tcp_pos, atol=1e-6)
+    # shifts are clamped to pose_correction_m, horizontally only
+    a[:, -2:] = 5.0
+    env.step(a)
+    assert torch.allclose(env.correction[:, :2], torch.full((8, 2), 0.04, dtype=torch.float64))
+    assert torch.equal(env.correction[:, 2], torch.zeros(8, dtype=torch.float64))
