@@ -59,6 +59,20 @@ OPS = {
 }
 
 
+def store_raw_rows(
+    last_raw: dict[str, torch.Tensor], raw: dict[str, torch.Tensor], ids: torch.Tensor | None, n: int
+) -> dict[str, torch.Tensor]:
+    """The raw state buffers with the rows `ids` replaced by `raw` (all rows when ids is None). The first
+    partial write (the env's first reset) allocates full-size buffers of n rows."""
+    if ids is None:
+        return raw
+    if not last_raw:
+        last_raw = {k: torch.zeros((n,) + v.shape[1:], dtype=v.dtype) for k, v in raw.items()}
+    for k, v in raw.items():
+        last_raw[k][ids] = v
+    return last_raw
+
+
 def layout_size(layout: list[dict]) -> int:
     return sum(int(t["dim"]) for t in layout)
 

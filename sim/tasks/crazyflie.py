@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from sim.observation_layout import build_observation
+from sim.observation_layout import build_observation, store_raw_rows
 from sim.robots import crazyflie_firmware_native as native
 from sim.robots.crazyflie_firmware import CrazyflieFirmware, quat_wxyz_to_rpy_deg, written_key
 
@@ -411,13 +411,7 @@ class CrazyflieHover:
             -spec["clip"], spec["clip"]
         )
         raw[spec["name"]] = self.err_int[sel].clone()
-        if ids is None:
-            self.last_raw = raw
-            return
-        if not self.last_raw:  # the env's first reset: full-size buffers to write the rows into
-            self.last_raw = {k: torch.zeros((self.n,) + v.shape[1:], dtype=v.dtype) for k, v in raw.items()}
-        for k, v in raw.items():
-            self.last_raw[k][ids] = v
+        self.last_raw = store_raw_rows(self.last_raw, raw, ids, self.n)
 
     def observations(self) -> dict[str, torch.Tensor]:
         clean_raw = self._raw_state(noisy=False, ids=None, copy=False)

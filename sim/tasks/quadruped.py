@@ -20,7 +20,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from sim.observation_layout import build_observation, quat_xyzw_to_rotmat, to_body
+from sim.observation_layout import build_observation, quat_xyzw_to_rotmat, store_raw_rows, to_body
 
 ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "quadruped"
 ROBOT_PATH = ASSET_DIR / "go1_like.xml"
@@ -599,13 +599,7 @@ class QuadrupedVelocity:
 
     def _refresh_raw(self, ids: torch.Tensor | None, rot: torch.Tensor | None = None) -> None:
         raw = self.raw_state(noisy=self.cfg.obs_noise, ids=ids, rot=rot)
-        if ids is None:
-            self.last_raw = raw
-            return
-        if not self.last_raw:  # the env's first reset: full-size buffers to write the rows into
-            self.last_raw = {k: torch.zeros((self.n,) + v.shape[1:], dtype=v.dtype) for k, v in raw.items()}
-        for k, v in raw.items():
-            self.last_raw[k][ids] = v
+        self.last_raw = store_raw_rows(self.last_raw, raw, ids, self.n)
 
     def observations(self) -> dict[str, torch.Tensor]:
         policy = build_observation(self.obs_layout, self.last_raw)
