@@ -79,9 +79,10 @@ class PlanGuidanceConfig:
     # horizontal axis, drawn per episode), as a biased pose estimate would place it; the policy sees the truth.
     object_pose_noise_m: float = 0.0
     # Affordance-level correction: > 0 gives the policy two more actions, a horizontal shift (up to this many
-    # m) of the plan's estimate of the object it moves, and adds that estimate (relative to the TCP) to the
-    # plan features. The controller's decisions (lined up, push direction, going over) then rest on the
-    # corrected pose, which a residual on the action alone cannot change.
+    # m, chosen at each subgoal's start and held through it) of the plan's estimate of the object it moves,
+    # and adds that estimate's offset from the object as the policy observes it to the plan features. The
+    # controller's decisions (lined up, push direction, going over) then rest on the corrected pose, which a
+    # residual on the action alone cannot change.
     pose_correction_m: float = 0.0
     seed: int = 0
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -170,7 +171,7 @@ class PlanGuidedEnv:
         self.target = torch.zeros(n, 3, dtype=torch.float64)
         self.descend = torch.zeros(n, dtype=torch.bool)  # the target is to be reached from above
         self.pose_error = torch.zeros(n, 3, dtype=torch.float64)  # the controller's error on the moved object
-        self.correction = torch.zeros(n, 3, dtype=torch.float64)  # the policy's shift of that estimate (this step)
+        self.correction = torch.zeros(n, 3, dtype=torch.float64)  # the policy's shift of that estimate (this subgoal)
         self.num_corrections = 2 if cfg.pose_correction_m > 0 else 0
         self.noise_gen = torch.Generator().manual_seed(cfg.seed + 7919)
         self.chosen = torch.full((n, MAX_SUBGOALS), -1, dtype=torch.long)  # option that achieved each subgoal
@@ -368,10 +369,13 @@ class PlanGuidedEnv:
         rel = ((self.target - self.task.tcp_pos) / 0.3).clamp(-1.0, 1.0)
         progress = self.sub.double() / self.n_sub[lay].double().clamp(min=1)
         features = [rel, onehot, self.grip.unsqueeze(1), progress.unsqueeze(1)]
-        if self.num_corrections:  # the plan's own (uncorrected) estimate of the object it moves
+        if self.num_corrections:
+            # the plan's own (uncorrected) estimate of the object it moves against the object as the policy
+            # observes it (the task's raw state, with its noise), in units of the largest shift
             zero = torch.zeros(self.task.n, 3, dtype=torch.float64)
             estimate = body_point(self.task, self.moved[lay], zero) + self.pose_error
-            features.append(((estimate - self.task.tcp_pos) / 0.6).clamp(-1.0, 1.0))  # the reach of the table
+            seen = self.task.last_raw["object_position"]
+            features.append(((estimate - seen) / self.cfg.pose_correction_m).clamp(-1.0, 1.0))
         return torch.cat(features, dim=1).float()
 
     @property
@@ -393,7 +397,10 @@ class PlanGuidedEnv:
         a_rl = torch.as_tensor(actions, dtype=torch.float64).reshape(self.num_envs, self.num_actions)
         if self.num_corrections:
             a_rl, shift = a_rl[:, : self.env.num_actions], a_rl[:, self.env.num_actions :]
-            self.correction[:, :2] = self.cfg.pose_correction_m * shift.clamp(-1.0, 1.0)
+            # taken at each subgoal's first step and held through it, like an option choice: a shift that
+            # jittered with the exploration noise every step would flip the controller's decisions back and forth
+            start = self.t_sub == 0
+            self.correction[start, :2] = self.cfg.pose_correction_m * shift[start].clamp(-1.0, 1.0)
         base_gain, k = self.cfg.gains(self.env_steps)
         a = (base_gain * self.base_action() + k * a_rl).clamp(-1.0, 1.0)
         self.env_steps += self.num_envs

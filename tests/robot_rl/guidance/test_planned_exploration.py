@@ -219,16 +219,12 @@ def test_pose_correction_actions_shift_the_plans_estimate_of_the_moved_object():
     env = PlanGuidedEnv(make_push_env(8), PlanGuidanceConfig(object_pose_noise_m=0.02, pose_correction_m=0.04, seed=3))
     assert env.num_actions == plain.num_actions + 2
     obs = env.reset()["policy"]
-    assert obs.shape[1] == plain.reset()["policy"].shape[1] + 3  # + the plan's estimate of the object - TCP
+    assert obs.shape[1] == plain.reset()["policy"].shape[1] + 3  # + the plan's estimate - the observed object
     err = env.pose_error.clone()
     assert torch.equal(err, plain.pose_error)
     t = env.task
-    from robot_rl.guidance.keypoint_reward import body_point
-
-    zero = torch.zeros(t.n, 3, dtype=torch.float64)
-    true_obj = body_point(t, env.moved[t.layout_id], zero)
-    estimate = obs[:, -3:].double() * 0.6 + t.tcp_pos
-    assert torch.allclose(estimate, true_obj + err, atol=1e-5)  # the plan's uncorrected belief
+    # the plan's uncorrected belief against the object as observed (no observation noise here: the true one)
+    assert torch.allclose(obs[:, -3:].double(), (err / 0.04).clamp(-1, 1), atol=1e-6)
     # the exact shift puts the controller's target where the noise-free plan would put it
     exact_env = PlanGuidedEnv(make_push_env(8), PlanGuidanceConfig())
     exact_env.reset()
@@ -238,8 +234,13 @@ def test_pose_correction_actions_shift_the_plans_estimate_of_the_moved_object():
     exact_env.step(torch.zeros(exact_env.num_envs, exact_env.num_actions))
     assert torch.allclose(env.target, exact_env.target, atol=1e-6)
     assert torch.allclose(t.tcp_pos, exact_env.task.tcp_pos, atol=1e-6)
-    # shifts are clamped to pose_correction_m, horizontally only
+    # the shift is held through the subgoal; a new subgoal takes a new one, clamped to pose_correction_m
+    held = env.correction.clone()
     a[:, -2:] = 5.0
     env.step(a)
-    assert torch.allclose(env.correction[:, :2], torch.full((8, 2), 0.04, dtype=torch.float64))
+    assert torch.equal(env.correction, held)
+    env.t_sub[:4] = 0
+    env.step(a)
+    assert torch.allclose(env.correction[:4, :2], torch.full((4, 2), 0.04, dtype=torch.float64))
+    assert torch.equal(env.correction[4:], held[4:])
     assert torch.equal(env.correction[:, 2], torch.zeros(8, dtype=torch.float64))
