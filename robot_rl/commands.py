@@ -283,7 +283,7 @@ def evaluate_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | Non
 
     zero_policy: act with zeros instead; for a plan-guided run that is the plan alone (k * a_rl = 0).
     """
-    from robot_rl.evaluation.evaluate import deploy_policy, evaluate, torch_policy
+    from robot_rl.evaluation.evaluate import deploy_policy, evaluate, swarm_deploy_policy, torch_policy
     from robot_rl.training.ppo_trainer import restore_guidance
 
     cfg = _run_config(run_dir, list(overrides))
@@ -302,7 +302,9 @@ def evaluate_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | Non
     elif use_bundle:
         from robot_rl.deploy import PolicyRuntime
 
-        policy = deploy_policy(PolicyRuntime(run_dir / "bundle"))
+        runtime = PolicyRuntime(run_dir / "bundle")
+        swarm = "swarm" in runtime.bundle.extra  # one drone's policy: every drone of every world runs it
+        policy = swarm_deploy_policy(runtime, int(e.seed)) if swarm else deploy_policy(runtime)
     else:
         actor, _ = _load_actor(cfg, run_dir, checkpoint)
         policy = torch_policy(actor)

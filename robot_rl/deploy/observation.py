@@ -43,16 +43,18 @@ FAR_NEIGHBOUR_M = 5.0
 
 
 def _k_nearest_relative(position: np.ndarray, velocity: np.ndarray, neighbours: np.ndarray, k: int) -> np.ndarray:
-    """A swarm drone's neighbour tokens: the k nearest of the received neighbour states (M, 6) = [p (3), v (3)]
-    (world frame) relative to this drone's own position and velocity, nearest first, each [dp (3), dv (3)]
-    = neighbour - own; slots beyond M are padded FAR_NEIGHBOUR_M away and still. Output (6 k,)."""
-    own = np.concatenate([position, velocity])
-    nb = np.asarray(neighbours, dtype=np.float64).reshape(-1, 6)
-    rel = nb - own
-    order = np.argsort(np.linalg.norm(rel[:, 0:3], axis=1), kind="stable")[:k]
-    pad = np.zeros((k - len(order), 6))
-    pad[:, 0:3] = FAR_NEIGHBOUR_M
-    return np.concatenate([rel[order], pad]).reshape(-1)
+    """A swarm drone's neighbour tokens: the k nearest of the received neighbour states (..., M, 6) = [p (3), v (3)]
+    (world frame) relative to this drone's own position and velocity (..., 3), nearest first, each [dp (3), dv (3)]
+    = neighbour - own; slots beyond M are padded FAR_NEIGHBOUR_M away and still. Output (..., 6 k); batched over
+    leading dimensions (one drone: position (3,) and neighbours (M, 6) or flat (6 M,))."""
+    own = np.concatenate([position, velocity], axis=-1)
+    nb = np.asarray(neighbours, dtype=np.float64).reshape(*own.shape[:-1], -1, 6)
+    rel = nb - own[..., None, :]
+    order = np.argsort(np.linalg.norm(rel[..., 0:3], axis=-1), axis=-1, kind="stable")[..., :k]
+    nearest = np.take_along_axis(rel, order[..., None], axis=-2)
+    pad = np.zeros((*own.shape[:-1], k - order.shape[-1], 6))
+    pad[..., 0:3] = FAR_NEIGHBOUR_M
+    return np.concatenate([nearest, pad], axis=-2).reshape(*own.shape[:-1], 6 * k)
 
 
 # op name -> (function, number of inputs); a term's size is checked against its layout dim after the op

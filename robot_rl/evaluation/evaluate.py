@@ -40,6 +40,35 @@ def deploy_policy(runtime) -> Policy:
     return act
 
 
+def swarm_deploy_policy(runtime, seed: int = 0) -> Policy:
+    """A swarm bundle (one drone's policy) flying every drone of every world through the deploy runtime,
+    batched: each drone's raw state as its nodes have it (own odometry, the planner's setpoint, its ToF
+    zones, the other drones' delayed broadcasts). With the env's observation noise on, position, velocity
+    and angular velocity get the task's noise; the attitude arrives as a quaternion and stays exact."""
+    from sim.tasks.crazyflie_swarm import OBS_NOISE_STD
+
+    rng = np.random.default_rng(seed)
+
+    def act(env) -> torch.Tensor:
+        t = env.task
+        W, N = t.W, t.num_drones
+        others = np.array([[j for j in range(N) if j != i] for i in range(N)], dtype=np.int64).reshape(N, N - 1)
+        q = t.quat.numpy()
+        raw = {
+            "position": t.pos.numpy(), "velocity": t.vel.numpy(), "angular_velocity": t.omega.numpy(),
+            "quaternion": np.concatenate([q[..., 1:4], q[..., 0:1]], axis=-1),  # wxyz -> ROS xyzw
+            "setpoint_position": t.sp_pos.numpy(), "setpoint_velocity": t.sp_vel.numpy(), "tof": t.tof.numpy(),
+            "neighbour_states": t.received.numpy()[:, others],  # (W, N, N - 1, 6): drone i hears every j != i
+        }  # fmt: skip
+        if t.cfg.obs_noise:
+            for key in ("position", "velocity", "angular_velocity"):
+                raw[key] = raw[key] + OBS_NOISE_STD[key] * rng.standard_normal(raw[key].shape)
+        a = np.clip(runtime.policy(runtime.observation(raw).reshape(W * N, -1)), -1.0, 1.0)
+        return torch.from_numpy(a.astype(np.float64).reshape(W, -1))
+
+    return act
+
+
 OUTCOME_KEYS = ("ids", "terms", "success", "crash", "position_error_m")
 
 
