@@ -62,6 +62,15 @@ def bundle_robot(path: str) -> str:
         return "crazyflie_2_1"
 
 
+def _is_swarm_bundle(path: str) -> bool:
+    import yaml
+
+    try:
+        return "swarm" in (yaml.safe_load((Path(path) / "policy.yaml").read_text()).get("extra") or {})
+    except (OSError, AttributeError, yaml.YAMLError):
+        return False  # unreadable: check_bundle reports why
+
+
 @dataclass
 class Finding:
     level: str  # "ok", "warn" or "block"
@@ -328,6 +337,11 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0) and 2
+    if _is_swarm_bundle(args.bundle):
+        print(f"{args.bundle} is a swarm bundle (one drone of a team): deploy check covers single-robot bundles; "
+              f"fly the team in software in the loop with `robot-rl sitl bundle={args.bundle}` instead",
+              file=sys.stderr)  # fmt: skip
+        return 2
     report = run_check(args)
     print(report.render())
     return 1 if report.blockers else 0

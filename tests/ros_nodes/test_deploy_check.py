@@ -121,6 +121,13 @@ def test_usage_error_is_status_2(capsys):
     assert main([]) == 2
 
 
+def test_a_swarm_bundle_is_sent_to_sitl_with_status_2(tmp_path, capsys):
+    (tmp_path / "policy.yaml").write_text("robot: crazyflie_2_1\nextra:\n  swarm: {num_drones: 6}\n")
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "swarm bundle" in err and f"robot-rl sitl bundle={tmp_path}" in err
+
+
 @pytest.mark.parametrize(
     "module,bundle_fixture,ns,expect",
     [
