@@ -6,6 +6,7 @@ env owns bookkeeping that every task shares, so task files stay one readable fil
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
@@ -13,6 +14,8 @@ import torch
 from tensordict import TensorDict
 
 from sim.backends import load_model, make_backend
+
+log = logging.getLogger("sim.env")
 
 
 @dataclass
@@ -45,6 +48,7 @@ class BatchedEnv:
         self.backend = make_backend(cfg.backend, load_model(task.model_path), cfg.num_worlds, nthread=cfg.nthread)
         self.max_episode_length = int(math.ceil(cfg.episode_length_s / task.control_dt))
         self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long)
+        self.mujoco_resets = 0  # worlds MuJoCo reset after a diverged state (each ended its episode)
         task.attach(self.backend, cfg, self.rng)
         self._term_sums: dict[str, torch.Tensor] = {}
         self._sum_names: tuple[str, ...] | None = None  # the terms whose sums are rows of _sum_buf
@@ -84,6 +88,12 @@ class BatchedEnv:
         reward = stacked.sum(dim=0)  # the terms added in order, as a loop of += would (to rounding)
         self._sum_buf += stacked  # every term's episode sum in one call
         terminated = self.task.terminated()
+        diverged = self.backend.take_mujoco_resets()
+        if diverged.any():  # its state restarted mid-step: the episode is over, counted as a termination
+            self.mujoco_resets += int(diverged.sum())
+            log.warning("MuJoCo reset %d diverged world(s) %s mid-step (%d in all): their episodes end here",
+                        int(diverged.sum()), diverged.nonzero().flatten()[:8].tolist(), self.mujoco_resets)  # fmt: skip
+            terminated = terminated | diverged
         time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
         dones = terminated | time_outs
 

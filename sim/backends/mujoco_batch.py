@@ -49,6 +49,7 @@ class MujocoBatchBackend:
         for name, arr in self._np.items():
             setattr(self, name, torch.from_numpy(arr))  # zero-copy views
         self._expanded: dict[str, torch.Tensor] = {}
+        self._mujoco_resets = np.zeros(self.num_worlds, dtype=bool)
         self._renderer = None
 
     # -- stepping ---------------------------------------------------------------------------
@@ -59,11 +60,21 @@ class MujocoBatchBackend:
         substep k: bit-identical to nsubsteps step(1) calls with ctrl[:, k] written before each, in one pass
         over the worlds (each call loads and saves every world's state, a cost of its own).
         """
+        t0 = self._np["time"].copy()
         if ctrl is None:
             self.batch.step(nstep=nsubsteps)
         else:
             self._step_controls(nsubsteps, ctrl)
         self._check()
+        # mj_step resets a world whose state diverged (a MuJoCo warning) and steps on from the model's defaults;
+        # its clock restarts, which is how such a world shows: take_mujoco_resets() hands them to the env
+        self._mujoco_resets |= self._np["time"] - t0 < (nsubsteps - 0.5) * self.model.opt.timestep
+
+    def take_mujoco_resets(self) -> torch.Tensor:
+        """Worlds MuJoCo reset inside step() since the last call (bool, num_worlds); clears the record."""
+        out = torch.from_numpy(self._mujoco_resets.copy())
+        self._mujoco_resets[:] = False
+        return out
 
     def _step_controls(self, k: int, ctrl: torch.Tensor) -> None:
         shape = (self.num_worlds, k, self.model.nu)

@@ -231,3 +231,17 @@ def test_same_seed_same_rollout():
             env.step(torch.rand(8, env.num_actions, generator=gen) * 2 - 1)
         hashes.append(env.state_hash())
     assert hashes[0] == hashes[1]
+
+
+def test_a_world_mujoco_resets_mid_step_ends_its_episode():
+    """The arm steps its substeps through mujoco.batch rollouts: a world whose state diverges is reset by MuJoCo
+    inside the call; the env ends that episode instead of going on from the model's default pose."""
+    env = make_env("arm_reach", n=4, pushes=False)
+    env.reset()
+    env.step(torch.zeros(4, env.num_actions))
+    env.backend.batch.bind("qvel")[1, :] = 1e11  # beyond mjMAXVAL
+    _, _, dones, extras = env.step(torch.zeros(4, env.num_actions))
+    assert dones.tolist() == [False, True, False, False] and env.mujoco_resets == 1
+    assert extras["final"]["ids"].tolist() == [1]
+    _, _, dones, _ = env.step(torch.zeros(4, env.num_actions))
+    assert not dones.any() and env.mujoco_resets == 1

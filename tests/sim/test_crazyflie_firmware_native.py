@@ -222,3 +222,30 @@ def test_torch_fallback_without_a_compiler(monkeypatch, caplog):
     finally:
         native.load.cache_clear()  # the next load() builds with the real compiler again
     assert caplog.text.count("running the torch firmware") == 1
+
+
+@needs_gcc
+def test_a_world_mujoco_resets_mid_step_ends_its_episode_and_keeps_its_firmware():
+    """mj_step resets a world whose state diverges (a MuJoCo warning), userdata included: the env ends that
+    world's episode (counted), the firmware's marker and parameters are written back, and the callback goes on
+    flying it."""
+    env = BatchedEnv(make_task("crazyflie_hover", firmware_impl="native"),
+                     EnvConfig(num_worlds=4, seed=0, nthread=1, randomization="max"))  # fmt: skip
+    env.reset()
+    fw = env.task.firmware
+    assert env.task.native
+    for _ in range(3):
+        env.step(torch.zeros(4, 4))
+    params = [c for c in range(native.PARAMS_END) if c != native.SUBSTEP]  # SUBSTEP counts within a period
+    before = fw._ud[:, params].copy()
+    env.backend.batch.bind("qvel")[2, :] = 1e11  # beyond mjMAXVAL: MuJoCo warns and resets world 2
+    _, _, dones, extras = env.step(torch.zeros(4, 4))
+    assert dones.tolist() == [False, False, True, False] and env.mujoco_resets == 1
+    assert extras["final"]["ids"].tolist() == [2] and not extras["time_outs"][2]
+    assert fw._ud[2, native.MARKER] == native.MAGIC
+    np.testing.assert_array_equal(fw._ud[[0, 1, 3]][:, params], before[[0, 1, 3]])  # the others untouched
+    ctrl = env.backend.batch.bind("ctrl")
+    for _ in range(3):  # the commands in flight were lost with the reset: new ones arrive after the latency
+        _, _, dones, _ = env.step(torch.zeros(4, 4))
+        assert not dones.any()
+    assert np.all(ctrl[2] > 0) and np.all(np.isfinite(ctrl[2]))  # its motors are driven again
