@@ -109,29 +109,28 @@ def main() -> None:
     env_torch = BatchedEnv(make_task("crazyflie_hover", firmware_impl="torch"), EnvConfig(num_worlds=n, nthread=0))
     zeros = torch.zeros(n, 4, dtype=torch.float64)
 
-    # raw mujoco.batch: the plain model, same 5 substeps per control step, controls held, nothing else;
-    # started from the env's own start states (a quarter rest on the floor, with contacts)
-    raw_step = raw_stepper(MODEL_PATH, env, task.substeps, ctrl=0.066)  # about hover thrust per motor
-    # both envs fresh from the same start states (same seed), stepped alike: the same physics to step
-    t_env, t_env_torch, t_raw = time_alternating(
-        lambda: env.step(zeros), lambda: env_torch.step(zeros), raw_step, steps=steps
-    )
-
-    # policy inference: the default actor size, normalizer included
+    # policy inference: the default actor size, normalizer included, on a third env (native firmware)
     from robot_rl.training.ppo_trainer import PPOTrainer
 
+    env_pol = BatchedEnv(make_task("crazyflie_hover"), EnvConfig(num_worlds=n, nthread=0))
     algo = dict(num_steps_per_env=24, num_learning_epochs=5, num_mini_batches=4, learning_rate=1e-3, gamma=0.99,
                 lam=0.95, entropy_coef=0.0, desired_kl=0.01, schedule="adaptive", clip_param=0.2, max_grad_norm=1.0,
                 actor_hidden_dims=[64, 64], critic_hidden_dims=[128, 128], activation="elu", init_std=0.3)  # fmt: skip
-    actor = PPOTrainer(env, algo).inference_policy()
-    obs = {"o": env.get_observations()}
+    actor = PPOTrainer(env_pol, algo).inference_policy()
+    obs = {"o": env_pol.get_observations()}
 
     def step_with_policy():
         with torch.inference_mode():
             a = actor(obs["o"])
-        obs["o"] = env.step(a)[0]
+        obs["o"] = env_pol.step(a)[0]
 
-    t_env_pol = time_it(step_with_policy, steps)
+    # raw mujoco.batch: the plain model, same 5 substeps per control step, controls held, nothing else;
+    # started from the env's own start states (a quarter rest on the floor, with contacts)
+    raw_step = raw_stepper(MODEL_PATH, env, task.substeps, ctrl=0.066)  # about hover thrust per motor
+    # the envs fresh from the same start states (same seed), all four timed in the same alternating blocks
+    t_env, t_env_torch, t_env_pol, t_raw = time_alternating(
+        lambda: env.step(zeros), lambda: env_torch.step(zeros), step_with_policy, raw_step, steps=steps
+    )
 
     # Gymnasium: one world per env, plain loop and SyncVectorEnv of 16
     import gymnasium as gym
