@@ -233,9 +233,10 @@ def test_same_seed_same_rollout():
     assert hashes[0] == hashes[1]
 
 
-def test_a_world_mujoco_resets_mid_step_ends_its_episode():
+def test_a_world_mujoco_resets_mid_step_ends_its_episode(tmp_path, monkeypatch):
     """The arm steps its substeps through mujoco.batch rollouts: a world whose state diverges is reset by MuJoCo
     inside the call; the env ends that episode instead of going on from the model's default pose."""
+    monkeypatch.chdir(tmp_path)  # MuJoCo writes its warning to MUJOCO_LOG.TXT in the working directory
     env = make_env("arm_reach", n=4, pushes=False)
     env.reset()
     env.step(torch.zeros(4, env.num_actions))

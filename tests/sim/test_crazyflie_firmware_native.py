@@ -225,10 +225,11 @@ def test_torch_fallback_without_a_compiler(monkeypatch, caplog):
 
 
 @needs_gcc
-def test_a_world_mujoco_resets_mid_step_ends_its_episode_and_keeps_its_firmware():
+def test_a_world_mujoco_resets_mid_step_ends_its_episode_and_keeps_its_firmware(tmp_path, monkeypatch):
     """mj_step resets a world whose state diverges (a MuJoCo warning), userdata included: the env ends that
     world's episode (counted), the firmware's marker and parameters are written back, and the callback goes on
     flying it."""
+    monkeypatch.chdir(tmp_path)  # MuJoCo writes its warning to MUJOCO_LOG.TXT in the working directory
     env = BatchedEnv(make_task("crazyflie_hover", firmware_impl="native"),
                      EnvConfig(num_worlds=4, seed=0, nthread=1, randomization="max"))  # fmt: skip
     env.reset()
