@@ -26,12 +26,16 @@ class _ExportedActor(torch.nn.Module):
 
 
 def export_onnx(actor, obs_dim: int, path: Path) -> None:
-    model = _ExportedActor(actor)
-    dummy = torch.zeros(1, obs_dim)
+    """An rsl_rl actor (normalizer + MLP) as ONNX."""
+    export_module_onnx(_ExportedActor(actor), obs_dim, path)
+
+
+def export_module_onnx(model: torch.nn.Module, obs_dim: int, path: Path) -> None:
+    """ONNX of a policy module: input 'obs' (batch, obs_dim) float32, output 'actions' (batch, ...), opset 18."""
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.onnx.export(
-        model,
-        (dummy,),
+        model.eval(),
+        (torch.zeros(1, obs_dim),),
         str(path),
         input_names=["obs"],
         output_names=["actions"],

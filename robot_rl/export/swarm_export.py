@@ -19,6 +19,7 @@ import torch
 
 from robot_rl.deploy.bundle import ActionSpec, PolicyBundle, write_bundle
 from robot_rl.deploy.observation import FAR_NEIGHBOUR_M, ObsTerm
+from robot_rl.export.bundle_export import export_module_onnx
 from robot_rl.export.c_export import OneDrone, export_c
 from robot_rl.policies.swarm_attention import SELF_DIM
 
@@ -103,17 +104,7 @@ def export_swarm_bundle(policy: torch.nn.Module, task, out_dir: Path, source: di
     policy = policy.cpu().eval()
     if policy.obs_dim != task.per_drone_obs_dim:
         raise ValueError(f"the policy reads {policy.obs_dim} values per drone, the task gives {task.per_drone_obs_dim}")
-    model = OneDrone(policy).eval()
-    torch.onnx.export(
-        model,
-        (torch.zeros(1, policy.obs_dim),),
-        str(out_dir / "policy.onnx"),
-        input_names=["obs"],
-        output_names=["actions"],
-        dynamic_axes={"obs": {0: "batch"}, "actions": {0: "batch"}},
-        opset_version=18,
-        dynamo=False,
-    )
+    export_module_onnx(OneDrone(policy), policy.obs_dim, out_dir / "policy.onnx")
     c_info = export_c(policy, out_dir, C_NAME)
     spec = task.action_spec
     extra = swarm_extra(task)

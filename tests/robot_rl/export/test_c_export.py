@@ -16,6 +16,7 @@ import pytest
 import torch
 from torch import nn
 
+from robot_rl.export.bundle_export import export_module_onnx
 from robot_rl.export.c_export import OneDrone, export_c
 from robot_rl.policies.swarm_attention import SwarmAttentionPolicy, SwarmMlpPolicy, parameter_count
 
@@ -88,16 +89,7 @@ def _run_c(exe: Path, obs: np.ndarray) -> np.ndarray:
 def _onnx(pol: nn.Module, path: Path, obs: np.ndarray) -> np.ndarray:
     ort = pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
-    torch.onnx.export(
-        OneDrone(pol).eval(),
-        (torch.zeros(1, pol.obs_dim),),
-        str(path),
-        input_names=["obs"],
-        output_names=["actions"],
-        dynamic_axes={"obs": {0: "batch"}, "actions": {0: "batch"}},
-        opset_version=18,
-        dynamo=False,
-    )
+    export_module_onnx(OneDrone(pol), pol.obs_dim, path)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
