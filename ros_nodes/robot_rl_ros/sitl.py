@@ -335,13 +335,15 @@ class SwarmObserver(_ObserverNode):
         self.states: dict[str, list[tuple[float, np.ndarray]]] = {n: [] for n in names}  # (stamp, [p, v])
         self.commands: dict[str, list[tuple[float, np.ndarray]]] = {n: [] for n in names}  # (ROS time, motors)
         self.command_received_ns: dict[str, list[int]] = {n: [] for n in names}
+        self.state_received_ns: dict[str, list[int]] = {n: [] for n in names}
         self.pairs: dict[str, list[tuple[float, np.ndarray]]] = {n: [] for n in names}  # (ROS time, obs + command)
         self.modes: dict[str, list[tuple[float, str]]] = {n: [] for n in names}
         for n in names:
 
-            def on_odom(m, n=n):
+            def on_odom(m, info, n=n):
                 raw = odometry_to_raw(m)
                 self.states[n].append((stamp_to_s(m.header.stamp), np.concatenate([raw["position"], raw["velocity"]])))
+                self.state_received_ns[n].append(int(info["received_timestamp"]))
 
             sub = self.node.create_subscription
             sub(Odometry, f"/{n}/odom", on_odom, qos.SENSOR)

@@ -8,7 +8,9 @@ Per drone it publishes, every control period (0.01 s):
 - `tof` (sensor_msgs/LaserScan): the ToF zone ranges in metres, floored to cm and clipped at range_max (2 m,
   also what an invalid zone reads) as in training, in the zone order of the bundle (extra.swarm.tof.yaw_deg);
 and takes `cmd_motors` (std_msgs/Float64MultiArray: m1..m4 as fractions [0, 1] of each motor's maximum
-thrust). A drone keeps its last motor command until a new one comes (none yet: motors off).
+thrust). A drone keeps its last motor command until a new one comes (none yet: motors off). Odometry can carry
+Gaussian noise (position_noise_m, velocity_noise_mps), and a drone's three inputs can arrive latency_steps control
+periods late, each with the stamp of when it was measured (the policy node acts on one step's matching stamps).
 
 Lock-step: the world steps once every drone has sent a command since the last step; when some have and the
 rest have not within straggler_timeout_s of wall time, it steps with their previous commands (a stalled
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import deque
 
 import numpy as np
 from builtin_interfaces.msg import Time
@@ -43,6 +46,9 @@ PARAMS = {
     "scene": 0,  # held-out scene index (sim.tasks.crazyflie_swarm HELD_OUT_BASE + scene)
     "scenario": "clutter",  # or gap
     "tof_noise": False,  # ToF noise and dropout as in training (off: flights replay exactly)
+    "latency_steps": 0,  # a drone's inputs (odom, setpoint, tof) published this many control periods late
+    "position_noise_m": 0.0,  # odometry noise (standard deviation), per axis and sample
+    "velocity_noise_mps": 0.0,
     "rate_hz": 100.0,  # wall-clock mode only
     "frame_id": "world",
 }
@@ -72,6 +78,8 @@ class SwarmSimBridge(SimBridgeBase):
         self.first_pending_wall: float | None = None
         self.commands = [0] * n
         self.crash_reported = np.zeros(n, dtype=bool)
+        self.rng = np.random.default_rng(int(p["seed"]))
+        self.delayed = [deque(maxlen=max(1, int(p["latency_steps"]) + 1)) for _ in range(n)]
         self.odom_pubs = [self.create_publisher(Odometry, f"/{d}/odom", qos.SENSOR) for d in self.names]
         self.setpoint_pubs = [self.create_publisher(Odometry, f"/{d}/setpoint", qos.SENSOR) for d in self.names]
         self.tof_pubs = [self.create_publisher(LaserScan, f"/{d}/tof", qos.SENSOR) for d in self.names]
@@ -119,12 +127,20 @@ class SwarmSimBridge(SimBridgeBase):
     def publish_state(self, stamp: Time) -> None:
         frame = self.p["frame_id"]
         for i, d in enumerate(self.names):
-            s = self.sim.state(i)
+            s = {k: np.array(v, dtype=np.float64) for k, v in self.sim.state(i).items()}  # kept while delayed
             raw = {**s, "quaternion": quat_wxyz_to_xyzw(s["quaternion_wxyz"])}
-            self.odom_pubs[i].publish(raw_to_odometry(raw, stamp, frame, d))
+            if self.p["position_noise_m"] > 0:
+                raw["position"] = raw["position"] + self.rng.normal(0.0, self.p["position_noise_m"], 3)
+            if self.p["velocity_noise_mps"] > 0:
+                raw["velocity"] = raw["velocity"] + self.rng.normal(0.0, self.p["velocity_noise_mps"], 3)
             sp, sv = self.sim.setpoint(i)
-            self.setpoint_pubs[i].publish(setpoint_odometry(sp, sv, stamp, frame))
-            self.tof_pubs[i].publish(range_zones(self.sim.tof(i), stamp, self.clip_m, d))
+            delay = self.delayed[i]
+            delay.append((stamp, raw, np.array(sp), np.array(sv), np.array(self.sim.tof(i))))
+            if len(delay) == delay.maxlen:  # what was measured latency_steps ago, with its own stamp
+                t, r, sp, sv, tof = delay[0]
+                self.odom_pubs[i].publish(raw_to_odometry(r, t, frame, d))
+                self.setpoint_pubs[i].publish(setpoint_odometry(sp, sv, t, frame))
+                self.tof_pubs[i].publish(range_zones(tof, t, self.clip_m, d))
 
 
 def main(args: list[str] | None = None) -> int:

@@ -253,6 +253,27 @@ def test_team_flies_toward_goals_in_lockstep_sitl(swarm_run):
         assert np.linalg.norm(np.array(d["final"]) - ref_final[i]) < 0.15, (name, d["final"], ref_final[i])
 
 
+def test_swarm_bridge_odometry_noise_and_latency(swarm_run):
+    """sim:={position_noise_m, latency_steps}: each drone's odometry jitters by the noise, and its inputs arrive
+    latency_steps control periods after the time they are stamped with; the team still flies."""
+    from robot_rl_ros.sitl import fly_swarm
+
+    _, bundle_dir = swarm_run
+    r = fly_swarm(str(bundle_dir), 2, SCENE, seconds=1.5, sim={"position_noise_m": 0.01, "latency_steps": 3})
+    obs = r.pop("observer")
+    assert r["finished"], r
+    for name in obs.names:
+        p = np.array([x[:3] for _, x in obs.states[name]])
+        stamps = np.array([t for t, _ in obs.states[name]])
+        assert len(p) > 100 and np.all(np.diff(stamps) > 0)
+        # second differences: about 2e-4 m of flight per 10 ms step squared, sqrt(6) x 1 cm of noise
+        jitter = np.diff(p, n=2, axis=0).std()
+        assert 0.015 < jitter < 0.035, (name, jitter)
+        lag = obs.arrival_times(obs.state_received_ns[name]) - stamps
+        assert np.median(lag) == pytest.approx(0.03, abs=0.006), (name, np.median(lag))
+        assert r["drones"][name]["commands"] > 100
+
+
 @pytest.mark.slow
 def test_stale_policy_command_falls_back_to_hover_and_estop_stops_the_team(swarm_run):
     from robot_rl_ros import qos
