@@ -89,7 +89,7 @@ class BatchedEnv:
         self._sum_buf += stacked  # every term's episode sum in one call
         terminated = self.task.terminated()
         diverged = self.backend.take_mujoco_resets()
-        if diverged.any():  # its state restarted mid-step: the episode is over, counted as a termination
+        if diverged is not None:  # its state restarted mid-step: the episode is over, counted as a termination
             self.mujoco_resets += int(diverged.sum())
             log.warning("MuJoCo reset %d diverged world(s) %s mid-step (%d in all): their episodes end here",
                         int(diverged.sum()), diverged.nonzero().flatten()[:8].tolist(), self.mujoco_resets)  # fmt: skip

@@ -45,20 +45,22 @@ def swarm_deploy_policy(runtime, seed: int = 0) -> Policy:
     batched: each drone's raw state as its nodes have it (own odometry, the planner's setpoint, its ToF
     zones, the other drones' delayed broadcasts). With the env's observation noise on, position, velocity
     and angular velocity get the task's noise; the attitude arrives as a quaternion and stays exact."""
+    from robot_rl.deploy.units import quat_wxyz_to_xyzw
     from sim.tasks.crazyflie_swarm import OBS_NOISE_STD
 
     rng = np.random.default_rng(seed)
+    others: dict[int, np.ndarray] = {}  # team size -> (N, N - 1): the drones each drone hears
 
     def act(env) -> torch.Tensor:
         t = env.task
         W, N = t.W, t.num_drones
-        others = np.array([[j for j in range(N) if j != i] for i in range(N)], dtype=np.int64).reshape(N, N - 1)
-        q = t.quat.numpy()
+        if N not in others:
+            others[N] = np.array([[j for j in range(N) if j != i] for i in range(N)], dtype=np.int64).reshape(N, N - 1)
         raw = {
             "position": t.pos.numpy(), "velocity": t.vel.numpy(), "angular_velocity": t.omega.numpy(),
-            "quaternion": np.concatenate([q[..., 1:4], q[..., 0:1]], axis=-1),  # wxyz -> ROS xyzw
+            "quaternion": quat_wxyz_to_xyzw(t.quat.numpy()),
             "setpoint_position": t.sp_pos.numpy(), "setpoint_velocity": t.sp_vel.numpy(), "tof": t.tof.numpy(),
-            "neighbour_states": t.received.numpy()[:, others],  # (W, N, N - 1, 6): drone i hears every j != i
+            "neighbour_states": t.received.numpy()[:, others[N]],  # (W, N, N - 1, 6): drone i hears every j != i
         }  # fmt: skip
         if t.cfg.obs_noise:
             for key in ("position", "velocity", "angular_velocity"):

@@ -52,23 +52,25 @@ PROFILES = {
 }  # fmt: skip
 
 
-def bundle_robot(path: str) -> str:
-    """The robot a bundle names (the Crazyflie when it cannot be read: check_bundle reports why)."""
+def _policy_yaml(path: str) -> dict:
+    """The bundle's policy.yaml as a dict; {} when it cannot be read (check_bundle reports why)."""
     import yaml
 
     try:
-        return str(yaml.safe_load((Path(path) / "policy.yaml").read_text())["robot"])
-    except (OSError, KeyError, TypeError, yaml.YAMLError):
-        return "crazyflie_2_1"
+        doc = yaml.safe_load((Path(path) / "policy.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def bundle_robot(path: str) -> str:
+    """The robot a bundle names (the Crazyflie when it cannot be read: check_bundle reports why)."""
+    return str(_policy_yaml(path).get("robot", "crazyflie_2_1"))
 
 
 def _is_swarm_bundle(path: str) -> bool:
-    import yaml
-
-    try:
-        return "swarm" in (yaml.safe_load((Path(path) / "policy.yaml").read_text()).get("extra") or {})
-    except (OSError, AttributeError, yaml.YAMLError):
-        return False  # unreadable: check_bundle reports why
+    extra = _policy_yaml(path).get("extra")
+    return isinstance(extra, dict) and "swarm" in extra
 
 
 @dataclass

@@ -438,16 +438,20 @@ def _max_gap(times: list[float]) -> float:
     return float(np.diff(times).max()) if len(times) > 1 else float("inf")
 
 
+def _command_gap(obs: Observer, since: float) -> float:
+    """Longest simulated time between commands arriving from `since` on (DDS arrival, see arrival_times)."""
+    return _max_gap([c for c in obs.arrival_times(obs.command_received_ns) if c >= since])
+
+
 def _summary(obs: Observer, finished: bool) -> dict:
     """What every SITL run reports: the command stream (judged from the first state on: commands before
     the observer's first /clock carry time 0) and the safety node's mode, counters and interventions."""
     t = np.array([s[0] for s in obs.states])
-    ct = obs.arrival_times(obs.command_received_ns)
     return {
         "finished": finished,
         "sim_seconds": float(t[-1] - t[0]),
         "commands": len(obs.commands),
-        "max_command_gap_s": _max_gap([c for c in ct if c >= t[0]]),
+        "max_command_gap_s": _command_gap(obs, t[0]),
         "commands_nonfinite": int(sum(not np.all(np.isfinite(c[2])) for c in obs.commands)),
         "mode": obs.safety.get("mode", "unknown"),
         "reason": obs.safety.get("reason", ""),
@@ -520,9 +524,7 @@ def reach(
         "final_error_m": float(err[-1]),
         "hold_max_error_m": float(hold.max()),
         "hold_median_error_m": float(np.median(hold)),
-        "hold_max_command_gap_s": _max_gap(
-            [c for c in obs.arrival_times(obs.command_received_ns) if c >= t[-1] - hold_s]
-        ),
+        "hold_max_command_gap_s": _command_gap(obs, t[-1] - hold_s),
         "first_within_2cm_s": float(t[np.argmax(err < 0.02)] - t[0]) if np.any(err < 0.02) else None,
     }
 
@@ -553,7 +555,5 @@ def walk(
         "yaw_rate_error": float(np.mean(np.abs(x[after, 5] - command[2]))),
         "min_trunk_height_m": float(x[:, 2].min()),
         "distance_m": float(np.linalg.norm(x[-1, :2] - x[0, :2])),
-        "settled_max_command_gap_s": _max_gap(
-            [c for c in obs.arrival_times(obs.command_received_ns) if c >= t[0] + settle_s]
-        ),
+        "settled_max_command_gap_s": _command_gap(obs, t[0] + settle_s),
     }

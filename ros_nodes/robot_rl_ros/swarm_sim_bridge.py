@@ -127,7 +127,7 @@ class SwarmSimBridge(SimBridgeBase):
     def publish_state(self, stamp: Time) -> None:
         frame = self.p["frame_id"]
         for i, d in enumerate(self.names):
-            s = {k: np.array(v, dtype=np.float64) for k, v in self.sim.state(i).items()}  # kept while delayed
+            s = self.sim.state(i)  # copies (as are setpoint and tof): safe to keep while delayed
             raw = {**s, "quaternion": quat_wxyz_to_xyzw(s["quaternion_wxyz"])}
             if self.p["position_noise_m"] > 0:
                 raw["position"] = raw["position"] + self.rng.normal(0.0, self.p["position_noise_m"], 3)
@@ -135,7 +135,7 @@ class SwarmSimBridge(SimBridgeBase):
                 raw["velocity"] = raw["velocity"] + self.rng.normal(0.0, self.p["velocity_noise_mps"], 3)
             sp, sv = self.sim.setpoint(i)
             delay = self.delayed[i]
-            delay.append((stamp, raw, np.array(sp), np.array(sv), np.array(self.sim.tof(i))))
+            delay.append((stamp, raw, sp, sv, self.sim.tof(i)))
             if len(delay) == delay.maxlen:  # what was measured latency_steps ago, with its own stamp
                 t, r, sp, sv, tof = delay[0]
                 self.odom_pubs[i].publish(raw_to_odometry(r, t, frame, d))

@@ -70,8 +70,11 @@ class MujocoBatchBackend:
         # its clock restarts, which is how such a world shows: take_mujoco_resets() hands them to the env
         self._mujoco_resets |= self._np["time"] - t0 < (nsubsteps - 0.5) * self.model.opt.timestep
 
-    def take_mujoco_resets(self) -> torch.Tensor:
-        """Worlds MuJoCo reset inside step() since the last call (bool, num_worlds); clears the record."""
+    def take_mujoco_resets(self) -> torch.Tensor | None:
+        """Worlds MuJoCo reset inside step() since the last call (bool, num_worlds), None when there were none;
+        clears the record."""
+        if not self._mujoco_resets.any():
+            return None
         out = torch.from_numpy(self._mujoco_resets.copy())
         self._mujoco_resets[:] = False
         return out
