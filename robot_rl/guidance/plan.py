@@ -342,17 +342,24 @@ def inject_wrong_option(plan: Plan, subgoal: int, wrong: Affordance, position: i
     return out
 
 
-def wrong_option_for(scene: Scene, plan: Plan, subgoal: int) -> Affordance:
+def wrong_option_for(scene: Scene, plan: Plan, subgoal: int, index: int = 0) -> Affordance:
     """A plausible but physically wrong option for a subgoal that still passes validation:
-    grasp/lift/reach the right body from the wrong side and too high, carry/place/push/release to
-    the other destination. Used by the injected-error experiments."""
+    grasp/lift/reach the right body from a side and too high, carry/place/push/release to another
+    destination. ``index`` picks the index-th of these, so several injected options are all distinct
+    (the other destination's centre, then its front, left, ... point; for a grasp: approach from the
+    side at the top, then at the front, left, ... points). Used by the injected-error experiments."""
+    if index < 0:
+        raise ValueError(f"index must be >= 0, got {index}")
     sg = plan.subgoals[subgoal]
     right = sg.options[0]
     others = [n for n, a in sorted(scene.objects.items()) if a["role"] == "destination" and n != right.object]
     if sg.skill in ("transport", "place", "push", "release") and others:
-        return right.model_copy(update={"object": others[0]})
+        points = [p for p in POINTS if p != "top"]
+        obj, point = others[index % len(others)], points[index // len(others) % len(points)]
+        return right.model_copy(update={"object": obj, "point": point})
     # grasping 10 cm above the object from the side closes the fingers on air
-    return right.model_copy(update={"point": "top", "approach": "side", "height_m": 0.1})
+    point = [p for p in POINTS if p != "center"][index % (len(POINTS) - 1)]
+    return right.model_copy(update={"point": point, "approach": "side", "height_m": 0.1})
 
 
 WRONG_KINDS = ("unknown_object", "wrong_order", "empty", "wrong_object", "wrong_destination")

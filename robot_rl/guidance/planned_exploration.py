@@ -74,7 +74,8 @@ class PlanGuidanceConfig:
     bonus_decay: float = 0.99
     replan_after: int = 200  # consecutive failures of every option at one subgoal before asking again
     max_replans: int = 2
-    inject_wrong_option: bool = False  # add a plausible wrong option to every layout's grasp (or push) subgoal
+    inject_wrong_option: bool = False  # add plausible wrong options to every layout's grasp (or push) subgoal
+    wrong_options: int = 1  # how many (distinct) wrong options inject_wrong_option adds, each ahead of the right one
     # Experiments: the controller sees the object it moves displaced by this much (m, standard deviation per
     # horizontal axis, drawn per episode), as a biased pose estimate would place it; the policy sees the truth.
     object_pose_noise_m: float = 0.0
@@ -94,6 +95,8 @@ class PlanGuidanceConfig:
             raise ValueError(f"object_pose_noise_m must be >= 0, got {self.object_pose_noise_m}")
         if self.pose_correction_m < 0:
             raise ValueError(f"pose_correction_m must be >= 0, got {self.pose_correction_m}")
+        if not 1 <= self.wrong_options < MAX_OPTIONS:
+            raise ValueError(f"wrong_options must be in [1, {MAX_OPTIONS - 1}], got {self.wrong_options}")
         if self.anneal_env_steps < 0:
             raise ValueError(f"anneal_env_steps must be >= 0, got {self.anneal_env_steps}")
 
@@ -157,7 +160,8 @@ class PlanGuidedEnv:
             plan, answer = self.planner.plan(scene, task.layout_seed * 1000 + layout)
             if cfg.inject_wrong_option:  # where an affordance matters: the grasp (or the push)
                 at = next((i for i, sg in enumerate(plan.subgoals) if sg.skill in ("grasp", "push")), 0)
-                plan = inject_wrong_option(plan, at, wrong_option_for(scene, plan, at), position=0)
+                for i in range(cfg.wrong_options):
+                    plan = inject_wrong_option(plan, at, wrong_option_for(scene, plan, at, i), position=0)
             self.scenes.append(scene)
             self.sources.append(answer.source if answer is not None else "oracle")
             self._set_plan(layout, plan)

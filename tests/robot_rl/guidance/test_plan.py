@@ -170,6 +170,16 @@ def test_inject_wrong_option() -> None:
     assert inject_wrong_option(good, 3, carry, position=1).subgoals[3].options[1] == carry
     with pytest.raises(ValueError, match="out of range"):
         inject_wrong_option(good, 9, wrong)
+    # several injected options are distinct, all plausible, and none is the right one
+    for sub in (1, 3):
+        wrongs = [wrong_option_for(scene, good, sub, i) for i in range(4)]
+        assert len({w.model_dump_json() for w in wrongs}) == 4
+        assert good.subgoals[sub].options[0] not in wrongs
+        plan = good
+        for w in wrongs:
+            plan = inject_wrong_option(plan, sub, w, position=0)
+        assert validate_plan(plan, scene) == []
+    assert {wrong_option_for(scene, good, 3, i).object for i in range(4)} == {"green_bowl"}
 
 
 # -- LLM planner against a loopback server -----------------------------------------------------------
