@@ -362,6 +362,16 @@ def wrong_option_for(scene: Scene, plan: Plan, subgoal: int, index: int = 0) -> 
     return right.model_copy(update={"point": point, "approach": "side", "height_m": 0.1})
 
 
+def inject_wrong_options(scene: Scene, plan: Plan, subgoal: int, n: int) -> Plan:
+    """``plan`` with ``n`` distinct wrong options (``wrong_option_for`` 0..n-1) ahead of the subgoal's right one.
+    Every wrong option is derived from the original plan: derived from an already injected one, "another
+    destination" would be the right one again."""
+    wrongs = [wrong_option_for(scene, plan, subgoal, i) for i in range(n)]
+    for wrong in reversed(wrongs):
+        plan = inject_wrong_option(plan, subgoal, wrong, position=0)
+    return plan
+
+
 WRONG_KINDS = ("unknown_object", "wrong_order", "empty", "wrong_object", "wrong_destination")
 
 

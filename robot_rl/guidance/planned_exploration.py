@@ -34,11 +34,10 @@ from robot_rl.guidance.plan import (
     POINTS,
     SKILLS,
     Plan,
-    inject_wrong_option,
+    inject_wrong_options,
     make_planner,
     scene_from_identity,
     validate_plan,
-    wrong_option_for,
 )
 from robot_rl.guidance.plan_correction import OptionSelector
 from robot_rl.guidance.plan_verification import PlanVerifier
@@ -160,8 +159,7 @@ class PlanGuidedEnv:
             plan, answer = self.planner.plan(scene, task.layout_seed * 1000 + layout)
             if cfg.inject_wrong_option:  # where an affordance matters: the grasp (or the push)
                 at = next((i for i, sg in enumerate(plan.subgoals) if sg.skill in ("grasp", "push")), 0)
-                for i in range(cfg.wrong_options):
-                    plan = inject_wrong_option(plan, at, wrong_option_for(scene, plan, at, i), position=0)
+                plan = inject_wrong_options(scene, plan, at, cfg.wrong_options)
             self.scenes.append(scene)
             self.sources.append(answer.source if answer is not None else "oracle")
             self._set_plan(layout, plan)

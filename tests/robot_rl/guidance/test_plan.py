@@ -18,6 +18,7 @@ from robot_rl.guidance.plan import (
     Plan,
     Subgoal,
     inject_wrong_option,
+    inject_wrong_options,
     make_planner,
     oracle_plan,
     point_offset,
@@ -175,9 +176,8 @@ def test_inject_wrong_option() -> None:
         wrongs = [wrong_option_for(scene, good, sub, i) for i in range(4)]
         assert len({w.model_dump_json() for w in wrongs}) == 4
         assert good.subgoals[sub].options[0] not in wrongs
-        plan = good
-        for w in wrongs:
-            plan = inject_wrong_option(plan, sub, w, position=0)
+        plan = inject_wrong_options(scene, good, sub, 4)
+        assert plan.subgoals[sub].options == [*wrongs, good.subgoals[sub].options[0]]  # one right option, last
         assert validate_plan(plan, scene) == []
     assert {wrong_option_for(scene, good, 3, i).object for i in range(4)} == {"green_bowl"}
 
