@@ -35,6 +35,13 @@ VARIANTS = {
     "dense_ee_position": ["task.params.reward=dense", "task.action_mode=ee_position"],
     "plan": ["guidance=plan", "task.action_mode=ee_position"],
     "plan_wrong_option": ["guidance=plan", "task.action_mode=ee_position", "guidance.inject_wrong_option=true"],
+    # two distinct wrong push targets ahead of the right one: plan-only below 30% (0.230)
+    "plan_two_wrong_options": [
+        "guidance=plan",
+        "task.action_mode=ee_position",
+        "guidance.inject_wrong_option=true",
+        "guidance.wrong_options=2",
+    ],
     # the plan controller sees the pushed / grasped object 2 cm off (per axis, per episode); the policy sees it right
     "plan_pose_noise": ["guidance=plan", "task.action_mode=ee_position", "guidance.object_pose_noise_m=0.02"],
     # the same, and the policy may shift the plan's estimate of the object (up to 4 cm per axis)

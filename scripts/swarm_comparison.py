@@ -12,7 +12,9 @@ Per seed, through `robot-rl train` (task=crazyflie_swarm algo=ppo_swarm):
   (task.params.rewards.safety_guide=--guide: -guide |a - a_cbf| against the CBF-filtered planner command);
 - stage 2 (<out>/stage2_s<seed>): init_from= stage 1's final checkpoint (weights, optimizer, iteration
   count), --iterations more with the guide off (and any --stage2 overrides, e.g. the collision weights that
-  have to carry the safety once the guide is gone).
+  have to carry the safety once the guide is gone);
+- with --anchor-coef c > 0, both stages are pulled toward the warm start's policy (algo.anchor, algo.anchor_coef:
+  c * |mean action - warm start's mean action|^2 on each rollout's observations after every PPO update).
 Then every policy (the checkpoint's actor as a stand-alone SwarmAttentionPolicy / SwarmMlpPolicy, what
 c_export writes to C) and every baseline (goto, and apf and cbf with the gains of
 configs/baselines/swarm_planners.yaml, and the imitation teacher: the same CBF filter on what the policy
@@ -96,11 +98,14 @@ def train_stage(args, stage: int, seed: int) -> Path:
     overrides = [*common_overrides(args), f"task.params.rewards.safety_guide={guide}", f"seed={seed}",
                  f"runs_root={args.out}", f"run_name={run.name}", f"train.iterations={target}",
                  f"train.save_every={args.save_every}", "train.progress=false"]  # fmt: skip
+    warm = args.out / f"imitation_s{seed}" / "checkpoints" / "model_0.pt"
     if stage == 2:
         overrides.append(f"init_from={args.out / f'stage1_s{seed}' / 'checkpoints' / f'model_{args.iterations}.pt'}")
         overrides += args.stage2
     elif args.imitation_rounds > 0:
-        overrides.append(f"init_from={args.out / f'imitation_s{seed}' / 'checkpoints' / 'model_0.pt'}")
+        overrides.append(f"init_from={warm}")
+    if args.anchor_coef > 0:  # both stages are pulled toward the warm start's policy
+        overrides += [f"algo.anchor={warm}", f"algo.anchor_coef={args.anchor_coef}"]
     print(f"[stage {stage} seed {seed}] training {run} to iteration {target}", flush=True)
     commands.cmd_train(overrides)
     return final
@@ -149,9 +154,11 @@ def _fmt(v: float) -> str:
 def warm_start(args) -> str:
     if args.imitation_rounds <= 0:
         return ""
+    anchor = (f" Both stages are anchored to the warm start's policy (anchor_coef {args.anchor_coef:g})."
+              if args.anchor_coef > 0 else "")  # fmt: skip
     return (f" Stage 1 starts from an imitation warm start (row imitation): {args.imitation_rounds} DAgger rounds x "
             f"{args.imitation_steps} env steps x {args.worlds} worlds, then a critic warm-up; stage 1's wall time "
-            "and env steps include it.")  # fmt: skip
+            f"and env steps include it.{anchor}")  # fmt: skip
 
 
 def table(args, baselines: dict, policies: dict, runs: dict, command: str) -> tuple[str, dict]:
@@ -200,6 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--guide", type=float, default=0.25, help="stage 1's safety_guide reward weight")
     p.add_argument("--imitation-rounds", type=int, default=0, help="DAgger rounds before stage 1 (0: no warm start)")
     p.add_argument("--imitation-steps", type=int, default=500, help="env steps per DAgger round")
+    p.add_argument(
+        "--anchor-coef",
+        type=float,
+        default=0.0,
+        help="pull both PPO stages toward the imitation warm start's policy (algo.anchor_coef; 0: off)",
+    )
     p.add_argument("--scenes", type=int, default=100, help="held-out scenes for the main table")
     p.add_argument("--gap-episodes", type=int, default=32)
     p.add_argument("--episode-s", type=float, default=20.0)
@@ -216,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("extra", nargs="*", help="more config overrides for every training run")
     args = p.parse_args(argv)
+    if args.anchor_coef > 0 and args.imitation_rounds <= 0:
+        p.error("--anchor-coef needs an imitation warm start (--imitation-rounds > 0) to anchor to")
     command = "python scripts/swarm_comparison.py " + " ".join(argv if argv is not None else sys.argv[1:])
     args.out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)

@@ -18,6 +18,7 @@ import torch
 from rsl_rl.algorithms import PPO
 from tqdm import tqdm
 
+from robot_rl.config import ConfigError
 from robot_rl.training.checkpoint import load_checkpoint, save_atomic
 
 
@@ -117,6 +118,39 @@ class PPOTrainer:
         self.update_threads = int(algo.get("update_threads") or max(1, os.cpu_count() or 1))  # default: all cores
         # env steps count simulated worlds: a per-drone env (robot_rl.envs.PerDroneEnv) has N environments per world
         self.worlds = getattr(env, "num_worlds", env.num_envs)
+        self.anchor_coef = float(algo.get("anchor_coef") or 0.0)
+        self.anchor = self._load_anchor(algo.get("anchor")) if self.anchor_coef > 0 else None
+
+    def _load_anchor(self, path) -> torch.nn.Module:
+        """A frozen copy of the actor with another checkpoint's weights (e.g. an imitation warm start): fine-tuning
+        is pulled toward its mean actions so that skills the rollouts rarely reward are not worn away."""
+        if not path:
+            raise ConfigError("algo.anchor_coef > 0 needs algo.anchor: the checkpoint whose policy anchors it")
+        anchor = copy.deepcopy(self.alg.actor)
+        anchor.load_state_dict(load_checkpoint(Path(path))["actor_state_dict"], strict=True)
+        anchor.eval()
+        for p in anchor.parameters():
+            p.requires_grad_(False)
+        return anchor
+
+    def _anchor_update(self) -> float:
+        """After PPO's update, one pass over this rollout's observations in PPO's mini-batches: the loss
+        anchor_coef * |mean action - anchor's mean action|^2 through PPO's own optimizer, so it is weighed against
+        the policy gradient in the same Adam statistics (a KL penalty to the anchor for equal Gaussian widths)."""
+        alg = self.alg
+        obs = alg.storage.observations.flatten(0, 1)
+        with torch.no_grad():
+            target = self.anchor(obs)
+        batches = torch.randperm(target.shape[0]).chunk(int(self.cfg["algorithm"]["num_mini_batches"]))
+        total = 0.0
+        for idx in batches:
+            loss = self.anchor_coef * (alg.actor(obs[idx]) - target[idx]).pow(2).mean()
+            alg.optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(alg.actor.parameters(), self.cfg["algorithm"]["max_grad_norm"])
+            alg.optimizer.step()
+            total += loss.item()
+        return total / len(batches)
 
     def _shrink_output_layer(self) -> None:
         """Start from near-zero mean actions: for a drone that is the nominal hover command, so
@@ -201,6 +235,8 @@ class PPOTrainer:
             rollout_threads = torch.get_num_threads()
             torch.set_num_threads(self.update_threads)
             losses = alg.update()
+            if self.anchor is not None:
+                losses["anchor"] = self._anchor_update()
             torch.set_num_threads(rollout_threads)
             dt = time.perf_counter() - t0
             self.iteration = it + 1
