@@ -116,7 +116,7 @@ class CflibLink:
         self.on_state = on_state
         self.period_ms = period_ms
         self.cf = Crazyflie(rw_cache=None)
-        self._att = {"quaternion": np.array([0.0, 0.0, 0.0, 1.0]), "angular_velocity": np.zeros(3)}
+        self._att: dict | None = None  # no state goes out before the first attitude block: never a made-up attitude
         self._connected = threading.Event()
         self.cf.fully_connected.add_callback(lambda _uri: self._connected.set())
 
@@ -148,6 +148,8 @@ class CflibLink:
         }
 
     def _on_pv(self, timestamp, data, logconf) -> None:
+        if self._att is None:
+            return
         self.on_state(
             {
                 "position": np.array([data["stateEstimate.x"], data["stateEstimate.y"], data["stateEstimate.z"]]),
