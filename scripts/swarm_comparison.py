@@ -139,7 +139,25 @@ def evaluate_entry(args, name: str, controller_fn, gap: bool) -> dict:
 def _row(main: dict, gap: dict) -> dict:
     row = {c: main[c] for c in COLUMNS if c != "gap_traversal"}
     row["gap_traversal"] = gap["traversed"]
+    if "per_scene" in main:  # absent from evaluations cached before it was recorded
+        row["per_scene"] = main["per_scene"]
     return row
+
+
+def paired_collision_change(stage1: dict[int, dict], stage2: dict[int, dict], drones: int) -> dict | None:
+    """Stage 2 minus stage 1 collision rate, paired scene by scene (both fly the same held-out scenes):
+    mean over every seed's scenes and a normal 95% interval, in fractions of drones."""
+    diffs = [
+        (c2 - c1) / drones
+        for seed in sorted(set(stage1) & set(stage2))
+        if "per_scene" in stage1[seed] and "per_scene" in stage2[seed]
+        for c1, c2 in zip(stage1[seed]["per_scene"]["collision"], stage2[seed]["per_scene"]["collision"], strict=True)
+    ]
+    if len(diffs) < 2:
+        return None
+    mean = sum(diffs) / len(diffs)
+    half = 1.96 * math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1) / len(diffs))
+    return {"mean": mean, "ci95": [mean - half, mean + half], "scene_pairs": len(diffs)}
 
 
 def _nanmean(values: list[float]) -> float:
@@ -190,6 +208,13 @@ def table(args, baselines: dict, policies: dict, runs: dict, command: str) -> tu
         data["stage2_success_margin"] = margins
         lines.append("\nStage 2 success minus each baseline's (points): "
                      + ", ".join(f"{b} {100 * m:+.1f}" for b, m in margins.items()))  # fmt: skip
+        change = paired_collision_change(policies.get("stage1", {}), policies["stage2"], args.drones)
+        if change:
+            data["stage2_minus_stage1_collision"] = change
+            lo, hi = change["ci95"]
+            lines.append(f"Stage 2 minus stage 1 collision rate, paired over {change['scene_pairs']} scenes (every "
+                         f"seed's): {100 * change['mean']:+.1f} points (95% interval {100 * lo:+.1f} to "
+                         f"{100 * hi:+.1f}).")  # fmt: skip
     walls = ", ".join(f"{k} {v['train_wall_time_s']}" for k, v in runs.items())
     lines.append(f"\nTraining wall time (s; stage 2's includes its stage 1, which it continues, and stage 1's its "
                  f"warm start if any): {walls}")  # fmt: skip

@@ -139,7 +139,8 @@ def evaluate(controller, num_scenes: int, episode_s: float = 20.0, seed: int = 0
              **task_kw) -> dict[str, float]:  # fmt: skip
     """Fly `controller(task) -> motor commands (W, N, 4)` on num_scenes scenes at once, one episode each.
 
-    Returns metrics averaged over all drones of all scenes (time to goal over successful drones).
+    Returns metrics averaged over all drones of all scenes (time to goal over successful drones), and under
+    "per_scene" the number of drones per scene that succeeded and that collided.
     """
     task = make_task_env(num_scenes, seed, nthread, randomization, obs_noise, scene_set=scene_set,
                          scene_offset=scene_offset, **task_kw)  # fmt: skip
@@ -152,7 +153,13 @@ def evaluate(controller, num_scenes: int, episode_s: float = 20.0, seed: int = 0
     ttg = out["time_to_goal_s"]
     result = {k: float(v.mean()) for k, v in out.items() if k != "time_to_goal_s"}
     result["time_to_goal_s"] = float(ttg.nanmean()) if (~torch.isnan(ttg)).any() else math.nan
-    result["collision"] = float(((out["obstacle_collision"] + out["neighbour_collision"]) > 0).double().mean())
+    collided = (out["obstacle_collision"] + out["neighbour_collision"]) > 0
+    result["collision"] = float(collided.double().mean())
+    # drones per scene with each outcome: two policies flown on the same scenes compare scene by scene
+    result["per_scene"] = {
+        "success": out["success"].sum(dim=1).int().tolist(),
+        "collision": collided.sum(dim=1).tolist(),
+    }
     result["drone_steps_per_s"] = steps * num_scenes * task.num_drones / wall
     task.backend.close()
     return result

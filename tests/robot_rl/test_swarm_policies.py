@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from robot_rl.baselines.swarm_planners import METRIC_COLUMNS, PLANNERS, evaluate, format_table
@@ -46,6 +47,9 @@ def test_baselines_report_every_metric():
         assert 0.0 <= r["success"] <= 1.0
         assert r["success"] == 0.0 and math.isnan(r["time_to_goal_s"])  # 2 s is too short to arrive
         assert r["mean_speed"] > 0.05
+        per_scene = r["per_scene"]  # drones per scene: 2 scenes of 3 drones
+        assert len(per_scene["collision"]) == 2 and sum(per_scene["collision"]) / 6 == pytest.approx(r["collision"])
+        assert per_scene["success"] == [0, 0]
     assert "apf" in format_table(rows)
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import statistics
+
+import pytest
 
 
 def test_comparison_resumes_and_skips_finished_work(tmp_path, monkeypatch, load_script):
@@ -19,7 +22,9 @@ def test_comparison_resumes_and_skips_finished_work(tmp_path, monkeypatch, load_
     assert "obstacle_collision: -7.5" in (out / "stage2_s0" / "config.yaml").read_text()
     assert "obstacle_collision" not in (out / "stage1_s0" / "config.yaml").read_text()
     assert table["command"].startswith("python scripts/swarm_comparison.py --seeds 0")
-    assert set(table["policies"]["stage2"]["per_seed"]["0"]) == set(cmp.COLUMNS)
+    assert set(table["policies"]["stage2"]["per_seed"]["0"]) == {*cmp.COLUMNS, "per_scene"}
+    assert table["stage2_minus_stage1_collision"]["scene_pairs"] == 2
+    assert "paired over 2 scenes" in (out / "table.md").read_text()
     assert (out / "stage2_s0" / "checkpoints" / "model_4.pt").exists()  # stage 2 continues stage 1's count
     assert json.loads((out / "stage2_s0" / "meta.json").read_text())["init_from"].endswith("model_2.pt")
 
@@ -61,3 +66,15 @@ def test_imitation_warm_start_runs_before_stage_1_and_is_skipped_once_done(tmp_p
     monkeypatch.setattr(cmp, "evaluate", lambda *a, **k: evaluated.append(k))
     assert cmp.main(argv) == 0
     assert imitated == [] and evaluated == []
+
+
+def test_paired_collision_change_compares_the_same_scenes(load_script):
+    cmp = load_script("swarm_comparison")
+    s1 = {0: {"per_scene": {"collision": [2, 0, 3]}}, 1: {"per_scene": {"collision": [1, 1, 1]}}}
+    s2 = {0: {"per_scene": {"collision": [1, 0, 3]}}, 1: {"per_scene": {"collision": [1, 0, 1]}}, 2: {}}
+    change = cmp.paired_collision_change(s1, s2, drones=6)
+    # differences in drones: -1, 0, 0 and 0, -1, 0 -> mean -1/3 drone per scene = -1/18 of the drones
+    assert change["scene_pairs"] == 6 and change["mean"] == -1 / 18
+    half = 1.96 * statistics.stdev([-1 / 6, 0, 0, 0, -1 / 6, 0]) / 6**0.5
+    assert change["ci95"] == pytest.approx([-1 / 18 - half, -1 / 18 + half])
+    assert cmp.paired_collision_change(s1, {0: {}}, drones=6) is None  # nothing to pair
