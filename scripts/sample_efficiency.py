@@ -35,12 +35,19 @@ VARIANTS = {
     "dense_ee_position": ["task.params.reward=dense", "task.action_mode=ee_position"],
     "plan": ["guidance=plan", "task.action_mode=ee_position"],
     "plan_wrong_option": ["guidance=plan", "task.action_mode=ee_position", "guidance.inject_wrong_option=true"],
-    # two distinct wrong push targets ahead of the right one: plan-only below 30% (0.230)
+    # N distinct wrong push targets ahead of the right one; plan-only (fresh bandit, 256 episodes) with the
+    # push controller of the eleventh session: 0.461 (one wrong option), 0.281 (two), 0.207 (three)
     "plan_two_wrong_options": [
         "guidance=plan",
         "task.action_mode=ee_position",
         "guidance.inject_wrong_option=true",
         "guidance.wrong_options=2",
+    ],
+    "plan_three_wrong_options": [
+        "guidance=plan",
+        "task.action_mode=ee_position",
+        "guidance.inject_wrong_option=true",
+        "guidance.wrong_options=3",
     ],
     # the plan controller sees the pushed / grasped object 2 cm off (per axis, per episode); the policy sees it right
     "plan_pose_noise": ["guidance=plan", "task.action_mode=ee_position", "guidance.object_pose_noise_m=0.02"],

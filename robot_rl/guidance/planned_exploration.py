@@ -49,6 +49,12 @@ TABLE_Z, HALF = 0.0, 0.025  # table surface and object half height (sim/tasks/ar
 # Planar point offsets as coefficients of (d, d rotated +90 deg), d = unit direction body -> destination.
 POINT_COEF = {"center": (0, 0), "top": (0, 0), "behind": (-1, 0), "front": (1, 0), "left": (0, 1), "right": (0, -1)}
 CLEARANCE = 0.045  # m from an object's centre for side points: half size + finger clearance
+# Pushing a 5 cm block with DR friction up to ~1.5 tips it over when the fingers meet its face high or off its
+# centre line (measured: 51 of 57 plan-only failures with the earlier 0 / 1 cm / 1.5 cm settings were tipped or
+# tumbled objects, most at high friction). So the fingers push low and start only when at that height and lined up.
+PUSH_HEIGHT = -0.008  # m, TCP (fingertips) relative to the object's centre while pushing: 1.7 cm above the table
+PUSH_HEIGHT_TOL = 0.004  # m: the push starts once the TCP is this close above PUSH_HEIGHT, not while descending
+PUSH_LATERAL_TOL = 0.003  # m off the destination-object line: an off-centre contact spins the object on its edge
 PUSH_DEPTH = 0.015  # m the push target leads the contact point at most: about 1 cm per step (0.26 m/s)
 APPROACH_HEIGHT = 0.08  # m above a point that the controller comes down from (approach "top", re-acquiring a push)
 APPROACH_RADIUS = 0.02  # m: horizontally this close to the point, it descends
@@ -291,14 +297,14 @@ class PlanGuidedEnv:
         lateral = (rel - along * push_dir).norm(dim=1)
         # lined up: fingers at the point behind the object or touching it; a TCP further along is on or
         # beyond the object and must go back around it (pushing from there drives it away from the pad)
-        low = t.tcp_pos[:, 2] < moved[:, 2] + 0.01  # fingertips below the object's top edge: no tipping it
-        lined_up = (lateral < 0.015) & (along.squeeze(1) > -0.03) & (along.squeeze(1) < 0.02) & low
+        low = t.tcp_pos[:, 2] < moved[:, 2] + PUSH_HEIGHT + PUSH_HEIGHT_TOL
+        lined_up = (lateral < PUSH_LATERAL_TOL) & (along.squeeze(1) > -0.03) & (along.squeeze(1) < 0.02) & low
         # lead by the object's remaining distance to the destination, at most PUSH_DEPTH: the push slows
         # down as the object arrives instead of shoving it past (a cube pushed at 0.5 m/s slides on)
         remaining = (centre[:, :2] - moved[:, :2]).norm(dim=1, keepdim=True)
         lead = remaining.clamp(max=PUSH_DEPTH)
         ahead = torch.where(lined_up.unsqueeze(1), behind + lead * push_dir, behind)
-        push = torch.cat([ahead, moved[:, 2:3]], dim=1)
+        push = torch.cat([ahead, moved[:, 2:3] + PUSH_HEIGHT], dim=1)
         target = torch.where((skill == K["push"]).unsqueeze(1), push, target)
         # closed fingers push; open ones straddle the object, so they close before coming down behind it
         pushing = (skill == K["push"]) | ((skill == K["reach"]) & (point == POINTS.index("behind")))

@@ -167,11 +167,16 @@ def test_push_controller_comes_down_behind_the_object_and_slows_at_the_pad():
     assert bool(env.descend.all()) and bool((env.grip < 0).all())  # reach(behind): from above, fingers closed
     start_z = t.tcp_pos[:, 2].clone()
     heights, success = [], []
+    moved = (env.moved[t.layout_id].unsqueeze(1) == t.object_body.unsqueeze(0)).double().argmax(dim=1)
+    tipped = torch.zeros(env.num_envs, dtype=torch.bool)
     for _ in range(env.max_episode_length):
         _, _, _, extras = env.step(torch.zeros(env.num_envs, env.num_actions))
         heights.append(t.tcp_pos[:, 2].clone())
         if "final" in extras:
             success += extras["final"]["success"].tolist()
+            break  # every world's episode ends at the same step: what follows is the next episode
+        quat = t._objects()[torch.arange(t.n), moved, 3:7]  # w x y z
+        tipped |= (1 - 2 * (quat[:, 1] ** 2 + quat[:, 2] ** 2)) < 0.7  # its up axis tilted past ~45 degrees
     lowest_while_far = torch.stack(heights[:5]).min(dim=0).values
     assert bool((lowest_while_far > 0.05).all()) and bool((start_z > 0.05).all())  # not swept in at table height
     # lead: an object on its pad gets no push ahead of the point behind it
@@ -186,8 +191,9 @@ def test_push_controller_comes_down_behind_the_object_and_slows_at_the_pad():
     lead = ((target[:, :2] - obj[:, :2]) * (pad[:, :2] - obj[:, :2])).sum(dim=1) / (pad - obj)[:, :2].norm(dim=1)
     assert bool((lead < 0.0).all())  # never beyond the object's back while the TCP is not lined up behind it
     rate = sum(success) / len(success)
-    print(f"\nplan-only push success {rate:.2f} over {len(success)} episodes (no randomization)")
-    assert rate >= 0.5
+    print(f"\nplan-only push success {rate:.2f}, tipped {tipped.double().mean():.2f}, over {len(success)} episodes")
+    # a low, centred push keeps the block upright (the earlier high push: 0.72 success, tipped more often)
+    assert rate >= 0.9 and tipped.double().mean() <= 0.1
 
 
 def test_object_pose_noise_moves_the_controllers_targets_not_the_world():
