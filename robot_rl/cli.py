@@ -16,7 +16,8 @@ commands:
   imitate [overrides]        DAgger warm start from the task's CBF planner teacher (crazyflie_swarm);
                              imitation.rounds=8 ...; then train init_from=<its run directory>
   eval run=DIR [overrides]   evaluate the latest checkpoint (or bundle=true: the exported ONNX policy;
-                             policy=zero: zero actions, i.e. the plan alone for a guidance=plan run)
+                             policy=zero: zero actions, i.e. the plan alone for a guidance=plan run;
+                             policy=corrected_plan: the same with the options its training corrected)
   play run=DIR               render a browser-playable mp4 into DIR/videos
   export run=DIR             write DIR/bundle/policy.onnx + policy.yaml
   sitl bundle=DIR            fly a bundle in software-in-the-loop (ROS 2 nodes over DDS when available)

@@ -270,18 +270,21 @@ def cmd_eval(args: list[str]) -> dict:
     opts, overrides = _split(args, ("run", "checkpoint", "bundle", "name", "policy"))
     if "run" not in opts:
         raise ConfigError("eval needs run=<run directory>")
-    if opts.get("policy", "trained") not in ("trained", "zero"):
-        raise ConfigError(f"eval policy= is 'trained' (default) or 'zero', not '{opts['policy']}'")
+    policy = opts.get("policy", "trained")
+    if policy not in ("trained", "zero", "corrected_plan"):
+        raise ConfigError(f"eval policy= is 'trained' (default), 'zero' or 'corrected_plan', not '{policy}'")
     return evaluate_run(Path(opts["run"]), overrides, opts.get("checkpoint"),
                         opts.get("bundle", "false").lower() == "true", opts.get("name"),
-                        zero_policy=opts.get("policy") == "zero")  # fmt: skip
+                        zero_policy=policy != "trained", keep_guidance=policy == "corrected_plan")  # fmt: skip
 
 
-def evaluate_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | None = None,
-                 use_bundle: bool = False, name: str | None = None, zero_policy: bool = False) -> dict:  # fmt: skip
+def evaluate_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | None = None, use_bundle: bool = False,
+                 name: str | None = None, zero_policy: bool = False, keep_guidance: bool = False) -> dict:  # fmt: skip
     """Evaluate a run's policy (its checkpoint, or its exported bundle through the deploy runtime).
 
-    zero_policy: act with zeros instead; for a plan-guided run that is the plan alone (k * a_rl = 0).
+    zero_policy: act with zeros instead; for a plan-guided run that is the plan alone (k * a_rl = 0), with the
+    plan's options as a fresh run has them, or with keep_guidance as the checkpoint's online correction left
+    them (the corrected plan without the learned residual).
     """
     from robot_rl.evaluation.evaluate import deploy_policy, evaluate, swarm_deploy_policy, torch_policy
     from robot_rl.training.ppo_trainer import restore_guidance
@@ -308,14 +311,14 @@ def evaluate_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | Non
     else:
         actor, _ = _load_actor(cfg, run_dir, checkpoint)
         policy = torch_policy(actor)
-    if hasattr(env, "load_guidance_state") and not zero_policy:  # the plan state and gains the policy trained with
+    if hasattr(env, "load_guidance_state") and (keep_guidance or not zero_policy):  # as the policy trained with
         restore_guidance(env, load_checkpoint(Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)))
     t0 = time.perf_counter()
     result = evaluate(env, policy, progress=True)
-    kind = "zero" if zero_policy else "bundle" if use_bundle else "checkpoint"
+    kind = ("corrected_plan" if keep_guidance else "zero") if zero_policy else "bundle" if use_bundle else "checkpoint"
     name = name or f"{kind}_{e.randomization}"
     result.update(name=name, task=cfg.task.name, randomization=str(e.randomization), seed=int(e.seed),
-                  policy={"zero": "zero", "bundle": "onnx", "checkpoint": "torch"}[kind],
+                  policy={"zero": "zero", "corrected_plan": "zero", "bundle": "onnx", "checkpoint": "torch"}[kind],
                   wall_time_s=round(time.perf_counter() - t0, 2))  # fmt: skip
     (run_dir / "eval").mkdir(exist_ok=True)
     write_json_atomic(run_dir / "eval" / f"{name}.json", result)

@@ -103,6 +103,28 @@ def run_one(out: Path, task: str, variant: str, seed: int, args) -> list[dict]:
     return curve
 
 
+def add_corrected_plan(out: Path, variant: str, seed: int, args) -> list[dict]:
+    """Give every curve point of a plan run the success of its corrected plan: zero residual, the option
+    probabilities that online correction had learned by that checkpoint (evaluated once, kept in curve.json)."""
+    run = out / f"{variant}_s{seed}"
+    curve_path = run / "curve.json"
+    curve = json.loads(curve_path.read_text()) if curve_path.exists() else []
+    for point in curve:
+        if "corrected_plan" in point:
+            continue
+        checkpoint = run / "checkpoints" / f"model_{point['iterations']}.pt"
+        result = commands.evaluate_run(run, [f"eval.episodes={args.episodes}"], checkpoint=str(checkpoint),
+                                       name=f"corrected_plan_{point['iterations']:05d}", zero_policy=True,
+                                       keep_guidance=True)  # fmt: skip
+        point["corrected_plan"] = result["metrics"]["success_rate"]
+        tmp = curve_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(curve, indent=1))
+        tmp.replace(curve_path)
+        print(f"[{variant} seed {seed}] {point['env_steps']:,} steps: corrected plan {point['corrected_plan']:.3f}",
+              flush=True)  # fmt: skip
+    return curve
+
+
 def steps_to(curve: list[dict], level: float) -> int | None:
     return next((c["env_steps"] for c in curve if c["success"] >= level), None)
 
@@ -141,6 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=256)
     p.add_argument("--level", default="0.8", help="success level(s), comma-separated; the first is the headline")
     p.add_argument("--table-only", action="store_true", help="tabulate the runs' curves as they are; train nothing")
+    p.add_argument(
+        "--corrected-plan",
+        action="store_true",
+        help="plan variants: also evaluate every checkpoint with a zero residual and the options its online "
+        "correction had learned (also with --table-only); tabulated as <variant>:corrected_plan",
+    )
     p.add_argument("--out", type=Path, default=Path("runs/sweeps/sample_efficiency"))
     p.add_argument("extra", nargs="*", help="more config overrides for every run")
     args = p.parse_args(argv)
@@ -158,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
                     curves[variant][seed] = json.loads(path.read_text())
             else:
                 curves[variant][seed] = run_one(args.out, args.task, variant, seed, args)
+            if args.corrected_plan and "guidance=plan" in VARIANTS[variant] and seed in curves[variant]:
+                curve = add_corrected_plan(args.out, variant, seed, args)
+                corrected = [{**c, "success": c["corrected_plan"]} for c in curve]
+                curves.setdefault(f"{variant}:corrected_plan", {})[seed] = corrected
     levels = [float(x) for x in args.level.split(",")]
     md, data = table(curves, levels)
     (args.out / "table.md").write_text(md + "\n")

@@ -44,6 +44,31 @@ def test_sweep_resumes_and_skips_finished_runs(tmp_path, monkeypatch, load_scrip
     meta = json.loads((tmp_path / "sweep" / "dense_s0" / "meta.json").read_text())
     assert meta["iterations"] == 2 and meta["total_steps"] == points[1]["env_steps"]
 
+    # The corrected plan of every plan checkpoint: zero residual, the options learned by then (kept in curve.json)
+    argv_corrected = [*argv, "--table-only", "--corrected-plan"]
+    assert sweep.main(argv_corrected) == 0
+    plan_curve = json.loads((tmp_path / "sweep" / "plan_s0" / "curve.json").read_text())
+    assert all(0.0 <= p["corrected_plan"] <= 1.0 for p in plan_curve)
+    assert "corrected_plan" not in json.loads(curve.read_text())[0]  # not a plan run
+    evaluated = json.loads((tmp_path / "sweep" / "plan_s0" / "eval" / "corrected_plan_00002.json").read_text())
+    assert evaluated["policy"] == "zero" and evaluated["name"] == "corrected_plan_00002"
+    assert "plan:corrected_plan" in json.loads((tmp_path / "sweep" / "table.json").read_text())
+    import robot_rl.training.ppo_trainer as trainer_module
+
+    restored, real_restore = [], trainer_module.restore_guidance
+    monkeypatch.setattr(
+        trainer_module, "restore_guidance", lambda env, ck: restored.append(ck) or real_restore(env, ck)
+    )
+    for keep in (True, False):  # the learned options are loaded for the corrected plan, not for the plan alone
+        sweep.commands.evaluate_run(tmp_path / "sweep" / "plan_s0", ["eval.episodes=8"], zero_policy=True,
+                                    keep_guidance=keep)  # fmt: skip
+    assert len(restored) == 1 and restored[0]["iteration"] == 2
+    calls = []
+    monkeypatch.setattr(sweep.commands, "evaluate_run", lambda *a, **k: calls.append(a))
+    assert sweep.main(argv_corrected) == 0 and calls == []  # evaluated once
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+
     # Failed before its first checkpoint (config written, no model): started again, not a crash.
     shutil.rmtree(tmp_path / "sweep" / "dense_s0" / "checkpoints")
     curve.unlink()

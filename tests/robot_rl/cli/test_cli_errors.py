@@ -70,7 +70,9 @@ def test_foreign_checkpoint(tmp_path):
 
 
 def test_unknown_eval_policy(tmp_path):
-    assert_one_line_error(run_cli("eval", f"run={tmp_path}", "policy=random"), "'trained' (default) or 'zero'")
+    assert_one_line_error(
+        run_cli("eval", f"run={tmp_path}", "policy=random"), "'trained' (default), 'zero' or 'corrected_plan'"
+    )
 
 
 def test_not_a_run_directory(tmp_path):
