@@ -78,7 +78,7 @@ def _policy(kind: str) -> nn.Module:
     return pol.eval()
 
 
-def _observations(pol: nn.Module, n: int = 256) -> np.ndarray:
+def _observations(pol: nn.Module, n: int = 1000) -> np.ndarray:
     rng = np.random.default_rng(7)
     d = pol.obs_dim
     mean, std = pol.obs_mean.numpy(), pol.obs_std.numpy()
