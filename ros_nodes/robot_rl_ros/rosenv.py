@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 
 # Domain ids 0..101 are safe for any participant count with the default port mapping (ROS docs);
@@ -11,9 +12,21 @@ _MAX_DOMAIN = 101
 
 def pick_domain_id(salt: int | None = None) -> int:
     """A domain id in 1..101 derived from the pytest worker and the process id."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").lstrip("gw") or "0"
-    seed = (salt if salt is not None else os.getpid()) * 7 + int(worker) * 13
+    seed = (salt if salt is not None else os.getpid()) * 7 + _worker() * 13
     return 1 + seed % _MAX_DOMAIN
+
+
+_graphs = itertools.count(1)
+
+
+def next_domain_id() -> int:
+    """A domain id for one more graph of this process: each graph gets its own (until 100 graphs), none the
+    process's own `pick_domain_id()`, so a node that outlives its graph cannot talk into the next one."""
+    return 1 + (os.getpid() * 7 + next(_graphs) * 7 + _worker() * 13) % _MAX_DOMAIN
+
+
+def _worker() -> int:
+    return int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").lstrip("gw") or "0")
 
 
 def local_dds_env(domain_id: int | None = None, base: dict | None = None) -> dict[str, str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_rl_ros.rosenv import local_dds_env, pick_domain_id
+from robot_rl_ros.rosenv import local_dds_env, next_domain_id
 
 
 def _pythonpath() -> str:
@@ -48,7 +48,7 @@ class SitlGraph:
         log_dir: str | None = None,
     ):
         self.namespace = namespace.strip("/")
-        self.domain_id = pick_domain_id() if domain_id is None else domain_id
+        self.domain_id = next_domain_id() if domain_id is None else domain_id
         self.lockstep = lockstep
         self.env = local_dds_env(self.domain_id)
         self.env["PYTHONPATH"] = _pythonpath()
@@ -77,6 +77,10 @@ class SitlGraph:
         self.procs[name] = proc
         return proc
 
+    def _start_gate(self, observers: int) -> dict:
+        """Lock-step: hold time until the policy, the safety node and `observers` more nodes read the state."""
+        return {"start_after_subscribers": 2 + observers} if self.lockstep else {}
+
     def start_flight(
         self,
         bundle_dir: str,
@@ -89,8 +93,9 @@ class SitlGraph:
         """The Crazyflie: sim bridge, policy node, safety node. Lock-step time starts once the policy, the
         safety node and `observers` more readers (an Observer) read odometry, so on a loaded machine an observer
         still being discovered misses none of a short flight's first mode changes."""
-        start = {"start_after_subscribers": 2 + observers} if self.lockstep else {}
-        self.start("sim_bridge", "sim_bridge", {"lockstep": self.lockstep, **start, **(sim or {})})
+        self.start(
+            "sim_bridge", "sim_bridge", {"lockstep": self.lockstep, **self._start_gate(observers), **(sim or {})}
+        )
         self.start("policy", "policy_node", {"bundle": str(bundle_dir), "goal": list(goal), **(policy or {})})
         self.start("safety", "safety_node", {"bundle": str(bundle_dir), **(safety or {})})
 
@@ -101,9 +106,12 @@ class SitlGraph:
         sim: dict | None = None,
         policy: dict | None = None,
         safety: dict | None = None,
+        observers: int = 1,
     ) -> None:
-        """The arm: sim bridge (ros2_control topics), policy node (bundle IK -> joint targets), arm safety."""
-        self.start("sim_bridge", "arm_sim_bridge", {"lockstep": self.lockstep, "target": list(target), **(sim or {})})
+        """The arm: sim bridge (ros2_control topics), policy node (bundle IK -> joint targets), arm safety.
+        Lock-step time starts once they and `observers` more readers read joint_states (as for the flight)."""
+        sim = {"lockstep": self.lockstep, "target": list(target), **self._start_gate(observers), **(sim or {})}
+        self.start("sim_bridge", "arm_sim_bridge", sim)
         inputs = ["joint_states:arm_joints", "target_position:point"]
         # The bridge publishes one joint_states per control period (in both modes) and the policy acts on
         # each. On a timer of the same rate the policy would see a state up to one period old, depending on
@@ -274,6 +282,7 @@ class Observer(_ObserverNode):
         self.command_received_ns: list[int] = []  # DDS arrival of each command, for arrival_times()
         self.safety: dict[str, str] = {}
         self.safety_events: list[str] = []
+        self.policy: dict[str, str] = {}  # the policy node's latest /diagnostics: published, skipped, last skip
         self.modes: list[tuple[float, str]] = []  # (ROS time at receipt, 'MODE: reason')
         ns = f"/{namespace}/safety"
 
@@ -289,6 +298,8 @@ class Observer(_ObserverNode):
                 if st.name == ns:
                     self.safety = {kv.key: kv.value for kv in st.values}
                     self.safety_events += [f"{kv.key} {kv.value}" for kv in st.values if kv.key.startswith("event.")]
+                elif st.name == f"/{namespace}/policy":
+                    self.policy = {kv.key: kv.value for kv in st.values}
 
         def on_mode(m):
             self.modes.append((self.now(), m.data))
@@ -443,11 +454,14 @@ def _command_gap(obs: Observer, since: float) -> float:
     return _max_gap([c for c in obs.arrival_times(obs.command_received_ns) if c >= since])
 
 
-def _summary(obs: Observer, finished: bool) -> dict:
+def _summary(obs: Observer, finished: bool, graph: SitlGraph) -> dict:
     """What every SITL run reports: the command stream (judged from the first state on: commands before
-    the observer's first /clock carry time 0) and the safety node's mode, counters and interventions."""
+    the observer's first /clock carry time 0), the safety node's mode, counters and interventions, the
+    policy node's counters, and when the run did not end ACTIVE the end of each node's log."""
     t = np.array([s[0] for s in obs.states])
+    ok = finished and obs.safety.get("mode") == "ACTIVE"
     return {
+        "log_tails": {} if ok else {name: graph.log(name)[-1500:] for name in graph.procs},
         "finished": finished,
         "sim_seconds": float(t[-1] - t[0]),
         "commands": len(obs.commands),
@@ -457,6 +471,7 @@ def _summary(obs: Observer, finished: bool) -> dict:
         "reason": obs.safety.get("reason", ""),
         "interventions": obs.safety_events,
         "counters": {k: v for k, v in obs.safety.items() if not k.startswith("event.")},
+        "policy": obs.policy,
     }
 
 
@@ -474,7 +489,7 @@ def fly(
     """Fly a bundle in SITL from the ground; returns errors, commands seen and safety interventions."""
     goal = np.asarray(goal, dtype=np.float64)
     hold_s = min(10.0, seconds / 2) if hold_s is None else hold_s
-    obs, finished, _ = _run(
+    obs, finished, graph = _run(
         namespace, lockstep, "crazyflie", lambda g: g.start_flight(bundle_dir, goal, sim=sim, safety=safety),
         seconds, wall_timeout_s or (10.0 + seconds * (3.0 if lockstep else 1.5)),
     )  # fmt: skip
@@ -483,7 +498,7 @@ def fly(
     err = np.linalg.norm(pos - goal, axis=1)
     hold = err[t >= t[-1] - hold_s]
     return {
-        **_summary(obs, finished),
+        **_summary(obs, finished, graph),
         "final_position": pos[-1].tolist(),
         "final_error_m": float(err[-1]),
         "hold_max_error_m": float(hold.max()),
@@ -509,7 +524,7 @@ def reach(
 
     target = np.asarray(target, dtype=np.float64)
     spec = IKSpec.from_dict(load_bundle(bundle_dir).extra["ik"])
-    obs, finished, _ = _run(
+    obs, finished, graph = _run(
         namespace, lockstep, "arm", lambda g: g.start_reach(bundle_dir, target, sim=sim, safety=safety),
         seconds, wall_timeout_s or (15.0 + seconds * (4.0 if lockstep else 1.5)),
     )  # fmt: skip
@@ -519,7 +534,7 @@ def reach(
     err = np.linalg.norm(tcp - target, axis=1)
     hold = err[t >= t[-1] - hold_s]
     return {
-        **_summary(obs, finished),
+        **_summary(obs, finished, graph),
         "final_tcp": tcp[-1].tolist(),
         "final_error_m": float(err[-1]),
         "hold_max_error_m": float(hold.max()),
@@ -542,7 +557,7 @@ def walk(
     """Walk a quadruped bundle in SITL at a constant velocity command; returns the tracking errors
     after settle_s (body-frame velocity from the state estimator), commands seen and interventions."""
     command = np.asarray(command, dtype=np.float64)
-    obs, finished, _ = _run(
+    obs, finished, graph = _run(
         namespace, lockstep, "quadruped", lambda g: g.start_walk(bundle_dir, command, safety=safety),
         seconds, wall_timeout_s or (20.0 + seconds * (5.0 if lockstep else 1.5)),
     )  # fmt: skip
@@ -550,7 +565,7 @@ def walk(
     x = np.array([s[1] for s in obs.states])
     after = t >= t[0] + settle_s
     return {
-        **_summary(obs, finished),
+        **_summary(obs, finished, graph),
         "lin_vel_error": float(np.mean(np.linalg.norm(x[after, 3:5] - command[:2], axis=1))),
         "yaw_rate_error": float(np.mean(np.abs(x[after, 5] - command[2]))),
         "min_trunk_height_m": float(x[:, 2].min()),

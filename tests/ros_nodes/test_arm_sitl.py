@@ -26,7 +26,7 @@ def test_arm_reaches_and_holds(trained_arm_bundle, lockstep):
     safety = None if lockstep else {"command_timeout_s": 0.5, "state_max_age_s": 0.5}  # loaded CI stalls
     r = reach(str(trained_arm_bundle), target=TARGET, seconds=6.0, lockstep=lockstep, hold_s=3.0, safety=safety)
     assert r["finished"], r
-    assert r["mode"] == "ACTIVE", (r["mode"], r["reason"], r["interventions"][:6])
+    assert r["mode"] == "ACTIVE", (r["mode"], r["reason"], r["interventions"][:6], r["policy"], r["log_tails"])
     err_mm, med_mm, gap = 1e3 * r["hold_max_error_m"], 1e3 * r["hold_median_error_m"], r["max_command_gap_s"]
     print(f"\narm SITL (lockstep={lockstep}): hold error max {err_mm:.2f} mm, median {med_mm:.2f} mm, gap {gap:.3f} s")
     if lockstep:

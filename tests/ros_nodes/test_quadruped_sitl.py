@@ -21,7 +21,7 @@ def test_quadruped_tracks_a_velocity_command_in_lockstep_sitl(trained_quadruped_
     r = walk(str(trained_quadruped_bundle), command=COMMAND, seconds=8.0, lockstep=True, settle_s=2.0)
     print(f"\nquadruped SITL: {r}")
     assert r["finished"], r
-    assert r["mode"] == "ACTIVE", (r["mode"], r["reason"], r["interventions"][:6])
+    assert r["mode"] == "ACTIVE", (r["mode"], r["reason"], r["interventions"][:6], r["policy"], r["log_tails"])
     # the goals for the trained policy in simulation, now through DDS and the safety node
     assert r["lin_vel_error"] <= 0.15 and r["yaw_rate_error"] <= 0.2, r
     assert r["min_trunk_height_m"] > 0.2 and r["distance_m"] > 2.0, r

@@ -28,7 +28,7 @@ def test_takeoff_reach_and_hold(bundle, lockstep, tol):
     safety = None if lockstep else {"command_timeout_s": 0.5, "state_max_age_s": 0.5}
     r = fly(bundle, seconds=16.0, goal=(0.0, 0.0, 1.0), lockstep=lockstep, hold_s=10.0, safety=safety)
     assert r["finished"], r
-    assert r["mode"] == "ACTIVE", (r["mode"], r["reason"], r["interventions"][:6])
+    assert r["mode"] == "ACTIVE", (r["mode"], r["reason"], r["interventions"][:6], r["policy"], r["log_tails"])
     assert r["hold_max_error_m"] <= tol, r
     # Lock-step measures the stream on simulated time: >= 10 Hz. On the wall clock a loaded CI machine
     # can stall a process for a few hundred ms (the watchdogs above are widened to 0.5 s to match).
