@@ -266,29 +266,32 @@ def imitate_one(cfg: DictConfig, dagger) -> Path:
 
 
 # -- eval ---------------------------------------------------------------------------------------------
+EVAL_POLICIES = ("trained", "zero", "corrected_plan")
+
+
 def cmd_eval(args: list[str]) -> dict:
     opts, overrides = _split(args, ("run", "checkpoint", "bundle", "name", "policy"))
     if "run" not in opts:
         raise ConfigError("eval needs run=<run directory>")
-    policy = opts.get("policy", "trained")
-    if policy not in ("trained", "zero", "corrected_plan"):
-        raise ConfigError(f"eval policy= is 'trained' (default), 'zero' or 'corrected_plan', not '{policy}'")
     return evaluate_run(Path(opts["run"]), overrides, opts.get("checkpoint"),
                         opts.get("bundle", "false").lower() == "true", opts.get("name"),
-                        zero_policy=policy != "trained", keep_guidance=policy == "corrected_plan")  # fmt: skip
+                        opts.get("policy", "trained"))  # fmt: skip
 
 
 def evaluate_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | None = None, use_bundle: bool = False,
-                 name: str | None = None, zero_policy: bool = False, keep_guidance: bool = False) -> dict:  # fmt: skip
+                 name: str | None = None, policy: str = "trained") -> dict:  # fmt: skip
     """Evaluate a run's policy (its checkpoint, or its exported bundle through the deploy runtime).
 
-    zero_policy: act with zeros instead; for a plan-guided run that is the plan alone (k * a_rl = 0), with the
-    plan's options as a fresh run has them, or with keep_guidance as the checkpoint's online correction left
-    them (the corrected plan without the learned residual).
+    policy 'trained': the run's policy. 'zero': act with zeros instead; for a plan-guided run that is the plan
+    alone (k * a_rl = 0) with the plan's options as a fresh run has them. 'corrected_plan': zeros too, with
+    the options as the checkpoint's online correction left them (the corrected plan without the residual).
     """
     from robot_rl.evaluation.evaluate import deploy_policy, evaluate, swarm_deploy_policy, torch_policy
     from robot_rl.training.ppo_trainer import restore_guidance
 
+    if policy not in EVAL_POLICIES:
+        raise ConfigError(f"eval policy= is 'trained' (default), 'zero' or 'corrected_plan', not '{policy}'")
+    kind = policy if policy != "trained" else "bundle" if use_bundle else "checkpoint"
     cfg = _run_config(run_dir, list(overrides))
     e = cfg.eval
     env = make_env(
@@ -300,22 +303,21 @@ def evaluate_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | Non
         action_latency=bool(e.action_latency),
         pushes=bool(e.pushes),
     )
-    if zero_policy:
-        policy = lambda env: torch.zeros(env.num_envs, env.num_actions)  # noqa: E731
-    elif use_bundle:
+    if kind in ("zero", "corrected_plan"):
+        act = lambda env: torch.zeros(env.num_envs, env.num_actions)  # noqa: E731
+    elif kind == "bundle":
         from robot_rl.deploy import PolicyRuntime
 
         runtime = PolicyRuntime(run_dir / "bundle")
         swarm = "swarm" in runtime.bundle.extra  # one drone's policy: every drone of every world runs it
-        policy = swarm_deploy_policy(runtime, int(e.seed)) if swarm else deploy_policy(runtime)
+        act = swarm_deploy_policy(runtime, int(e.seed)) if swarm else deploy_policy(runtime)
     else:
         actor, _ = _load_actor(cfg, run_dir, checkpoint)
-        policy = torch_policy(actor)
-    if hasattr(env, "load_guidance_state") and (keep_guidance or not zero_policy):  # as the policy trained with
+        act = torch_policy(actor)
+    if hasattr(env, "load_guidance_state") and kind != "zero":  # the options as the checkpoint left them
         restore_guidance(env, load_checkpoint(Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)))
     t0 = time.perf_counter()
-    result = evaluate(env, policy, progress=True)
-    kind = ("corrected_plan" if keep_guidance else "zero") if zero_policy else "bundle" if use_bundle else "checkpoint"
+    result = evaluate(env, act, progress=True)
     name = name or f"{kind}_{e.randomization}"
     result.update(name=name, task=cfg.task.name, randomization=str(e.randomization), seed=int(e.seed),
                   policy={"zero": "zero", "corrected_plan": "zero", "bundle": "onnx", "checkpoint": "torch"}[kind],

@@ -23,6 +23,7 @@ import numpy as np
 
 from robot_rl import commands
 from robot_rl.training.checkpoint import latest_checkpoint
+from robot_rl.training.run_dir import write_json_atomic
 
 # The same learner, PPO hyper-parameters, layouts and randomization for every variant; only the
 # reward or the guidance differs. Plan guidance drives the TCP, so it and its baseline use ee_position.
@@ -95,9 +96,7 @@ def run_one(out: Path, task: str, variant: str, seed: int, args) -> list[dict]:
         m = result["metrics"]
         point = {"iterations": iterations, "env_steps": steps, "success": m["success_rate"], "ci95": m["success_ci95"]}
         curve.append(point)
-        tmp = curve_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(curve, indent=1))
-        tmp.replace(curve_path)
+        write_json_atomic(curve_path, curve)
         print(f"[{variant} seed {seed}] {iterations} iterations, {curve[-1]['env_steps']:,} steps: "
               f"success {curve[-1]['success']:.3f}", flush=True)  # fmt: skip
     return curve
@@ -114,12 +113,10 @@ def add_corrected_plan(out: Path, variant: str, seed: int, args) -> list[dict]:
             continue
         checkpoint = run / "checkpoints" / f"model_{point['iterations']}.pt"
         result = commands.evaluate_run(run, [f"eval.episodes={args.episodes}"], checkpoint=str(checkpoint),
-                                       name=f"corrected_plan_{point['iterations']:05d}", zero_policy=True,
-                                       keep_guidance=True)  # fmt: skip
+                                       name=f"corrected_plan_{point['iterations']:05d}",
+                                       policy="corrected_plan")  # fmt: skip
         point["corrected_plan"] = result["metrics"]["success_rate"]
-        tmp = curve_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(curve, indent=1))
-        tmp.replace(curve_path)
+        write_json_atomic(curve_path, curve)
         print(f"[{variant} seed {seed}] {point['env_steps']:,} steps: corrected plan {point['corrected_plan']:.3f}",
               flush=True)  # fmt: skip
     return curve

@@ -66,7 +66,7 @@ POINT_COEF_T = torch.tensor([POINT_COEF[p] for p in POINTS], dtype=torch.float64
 class PlanGuidanceConfig:
     planner: str = "oracle"  # oracle | llm
     base_gain: float = 1.0  # weight of the plan-following action
-    residual_scale: float = 0.5  # k: weight of the policy's residual (its exploration noise scales with it)
+    residual_scale: float = 0.25  # k: weight of the policy's residual (its exploration noise scales with it)
     approach_gain: float = 0.7  # fraction of the remaining TCP error commanded per step
     # Annealing: base_gain and residual_scale move linearly to their *_final values over anneal_env_steps
     # env steps of training (0: constant), e.g. to hand control from the plan to the policy.

@@ -39,7 +39,8 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def write_json_atomic(path: Path, obj: dict) -> None:
+def write_json_atomic(path: Path, obj: dict | list) -> None:
+    """Write JSON so that a reader never sees half a file (a temporary file, then an atomic rename)."""
     tmp = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(obj, indent=2, default=str))
     tmp.replace(path)

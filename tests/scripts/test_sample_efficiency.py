@@ -23,7 +23,7 @@ def test_sweep_resumes_and_skips_finished_runs(tmp_path, monkeypatch, load_scrip
     table = json.loads((tmp_path / "sweep" / "table.json").read_text())
     assert set(table) >= {"dense", "plan"} and table["dense"]["cap"] == points[1]["env_steps"]
     # plan-only success of the plan-guided run: its plan controller with a zero residual
-    plan_only = sweep.commands.evaluate_run(tmp_path / "sweep" / "plan_s0", ["eval.episodes=8"], zero_policy=True)
+    plan_only = sweep.commands.evaluate_run(tmp_path / "sweep" / "plan_s0", ["eval.episodes=8"], policy="zero")
     assert plan_only["policy"] == "zero" and (tmp_path / "sweep" / "plan_s0" / "eval" / "zero_train.json").exists()
     assert 0.0 <= plan_only["metrics"]["success_rate"] <= 1.0 and plan_only["reward_terms"]
 
@@ -59,9 +59,8 @@ def test_sweep_resumes_and_skips_finished_runs(tmp_path, monkeypatch, load_scrip
     monkeypatch.setattr(
         trainer_module, "restore_guidance", lambda env, ck: restored.append(ck) or real_restore(env, ck)
     )
-    for keep in (True, False):  # the learned options are loaded for the corrected plan, not for the plan alone
-        sweep.commands.evaluate_run(tmp_path / "sweep" / "plan_s0", ["eval.episodes=8"], zero_policy=True,
-                                    keep_guidance=keep)  # fmt: skip
+    for policy in ("corrected_plan", "zero"):  # the learned options are loaded for the corrected plan only
+        sweep.commands.evaluate_run(tmp_path / "sweep" / "plan_s0", ["eval.episodes=8"], policy=policy)
     assert len(restored) == 1 and restored[0]["iteration"] == 2
     calls = []
     monkeypatch.setattr(sweep.commands, "evaluate_run", lambda *a, **k: calls.append(a))

@@ -90,7 +90,7 @@ def test_gains_anneal_from_the_plan_to_the_policy_and_resume_at_a_checkpoint_pro
     cfg = PlanGuidanceConfig(base_gain=1.0, residual_scale=0.5, base_gain_final=0.0, residual_scale_final=1.0,
                              anneal_env_steps=10 * WORLDS)  # fmt: skip
     assert cfg.gains(0) == (1.0, 0.5) and cfg.gains(5 * WORLDS) == (0.5, 0.75) and cfg.gains(99 * WORLDS) == (0.0, 1.0)
-    assert PlanGuidanceConfig(anneal_env_steps=0).gains(10**9) == (1.0, 0.5)  # constant without a schedule
+    assert PlanGuidanceConfig(anneal_env_steps=0).gains(10**9) == (1.0, 0.25)  # constant without a schedule
     env = PlanGuidedEnv(make_env(), cfg)
     env.reset()
     a_rl = 0.4 * torch.ones(WORLDS, env.num_actions, dtype=torch.float64)
