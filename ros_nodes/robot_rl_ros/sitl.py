@@ -502,6 +502,7 @@ def fly(
         "final_position": pos[-1].tolist(),
         "final_error_m": float(err[-1]),
         "hold_max_error_m": float(hold.max()),
+        "hold_median_error_m": float(np.median(hold)),
         "hold_s": hold_s,
     }
 

