@@ -22,7 +22,7 @@ _graphs = itertools.count(1)
 def next_domain_id() -> int:
     """A domain id for one more graph of this process: each graph gets its own (until 100 graphs), none the
     process's own `pick_domain_id()`, so a node that outlives its graph cannot talk into the next one."""
-    return 1 + (os.getpid() * 7 + next(_graphs) * 7 + _worker() * 13) % _MAX_DOMAIN
+    return pick_domain_id(os.getpid() + next(_graphs))
 
 
 def _worker() -> int:

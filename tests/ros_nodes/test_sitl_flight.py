@@ -20,8 +20,9 @@ def bundle(trained_bundle):
 
 
 # Lock-step: held within 10 cm throughout. Wall clock: a process stalled on a loaded machine misses its control
-# periods and the drone drifts until it is back (measured in CI with a training run alongside: 18 cm at worst), so
-# the wall-clock hold is judged by its median (10 cm) with a 30 cm bound on excursions, as the arm's is.
+# periods and the drone drifts until it is back (a clean-clone run of the test command with training alongside
+# measured 18 cm at worst), so the wall-clock hold is judged by its median (10 cm) with a 30 cm bound on
+# excursions, as the arm's is.
 @pytest.mark.parametrize("lockstep,tol", [(True, 0.1), (False, 0.3)])
 def test_takeoff_reach_and_hold(bundle, lockstep, tol):
     from robot_rl_ros.sitl import fly
