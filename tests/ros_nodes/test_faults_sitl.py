@@ -148,8 +148,10 @@ def test_diagnostics_report_mode_changes_after_many_interventions(pd_bundle):
         context=safety.ctx, namespace="/cf1", parameter_overrides=[Parameter("bundle", value=str(pd_bundle))]
     )
     try:
-        assert h.wait_for(lambda: h.node.count_publishers("/diagnostics") > 0, 5.0)
-        time.sleep(0.5)  # discovery both ways before the first message
+        # Discovery both ways before the first message: the harness sees the publisher, and the publisher
+        # has matched the harness's subscription (a loaded machine can take seconds).
+        assert h.wait_for(lambda: h.node.count_publishers("/diagnostics") > 0, 30.0)
+        assert h.wait_for(lambda: node.diag_pub.get_subscription_count() > 0, 30.0)
         sup = node.sup
         for i in range(1500):
             sup._note(float(i), "intervention", "repeated")

@@ -39,13 +39,16 @@ def graph_and_harness(pd_bundle, tmp_path, limit_ledger, request):
     try:
         ok = h.wait_for(lambda: h.mode().startswith("ACTIVE"), 30.0)
         assert ok, f"never armed: modes {h.modes}\n{graph.log('safety')}\n{graph.log('policy')}"
+        # The watcher is a separate DDS participant: a short test can end before discovery pairs it with the
+        # safety node on a loaded machine (a CI run saw none), so the test starts once it hears commands too.
+        heard = watcher.wait_for(lambda: len(watcher.commands) > 0, 30.0)
+        assert heard, f"the independent watcher heard no commands in 30 s\n{graph.log('safety')}"
         yield graph, h
     finally:
         h.close()
         graph.close()
         watcher.close()
     assert_all_commands_within_limits(h)
-    assert watcher.commands, "the independent watcher saw no commands"
 
 
 def assert_all_commands_within_limits(h: Harness) -> None:
@@ -103,7 +106,7 @@ def test_estop_zero_thrust_fast_latched_and_seen_late(graph_and_harness, pd_bund
     assert all(c[3] == 0.0 for t, c in h.commands if t >= t_zero)  # latched
     late = Harness(graph.domain_id)  # a subscriber that starts after the e-stop still sees the mode
     try:
-        assert late.wait_for(lambda: late.mode().startswith("ESTOP"), 5.0)
+        assert late.wait_for(lambda: late.mode().startswith("ESTOP"), 30.0)  # discovery alone can take seconds
     finally:
         late.close()
 
