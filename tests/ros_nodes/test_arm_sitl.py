@@ -9,6 +9,7 @@ import signal
 
 import numpy as np
 import pytest
+from sitl_report import sitl_report
 
 pytestmark = pytest.mark.slow
 
@@ -25,16 +26,16 @@ def test_arm_reaches_and_holds(trained_arm_bundle, lockstep):
 
     safety = None if lockstep else {"command_timeout_s": 0.5, "state_max_age_s": 0.5}  # loaded CI stalls
     r = reach(str(trained_arm_bundle), target=TARGET, seconds=6.0, lockstep=lockstep, hold_s=3.0, safety=safety)
-    assert r["finished"], r
-    assert r["mode"] == "ACTIVE", (r["mode"], r["reason"], r["interventions"][:6], r["policy"], r["log_tails"])
+    assert r["finished"], sitl_report(r)
+    assert r["mode"] == "ACTIVE", sitl_report(r)
     err_mm, med_mm, gap = 1e3 * r["hold_max_error_m"], 1e3 * r["hold_median_error_m"], r["max_command_gap_s"]
     print(f"\narm SITL (lockstep={lockstep}): hold error max {err_mm:.2f} mm, median {med_mm:.2f} mm, gap {gap:.3f} s")
     if lockstep:
-        assert r["hold_max_error_m"] <= 0.02, r  # held for the last 3 s
+        assert r["hold_max_error_m"] <= 0.02, sitl_report(r)  # held for the last 3 s
     else:
-        assert r["hold_median_error_m"] <= 0.02 and r["hold_max_error_m"] <= 0.10, r
+        assert r["hold_median_error_m"] <= 0.02 and r["hold_max_error_m"] <= 0.10, sitl_report(r)
     # the command stream while holding (start-up includes DDS discovery of the observer itself)
-    assert r["commands_nonfinite"] == 0 and r["hold_max_command_gap_s"] < (0.1 if lockstep else 0.5), r
+    assert r["commands_nonfinite"] == 0 and r["hold_max_command_gap_s"] < (0.1 if lockstep else 0.5), sitl_report(r)
 
 
 def test_arm_policy_killed_holds_then_estop_latches(trained_arm_bundle):

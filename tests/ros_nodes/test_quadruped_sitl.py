@@ -9,6 +9,7 @@ import signal
 
 import numpy as np
 import pytest
+from sitl_report import sitl_report
 
 pytestmark = pytest.mark.slow
 
@@ -20,13 +21,13 @@ def test_quadruped_tracks_a_velocity_command_in_lockstep_sitl(trained_quadruped_
 
     r = walk(str(trained_quadruped_bundle), command=COMMAND, seconds=8.0, lockstep=True, settle_s=2.0)
     print(f"\nquadruped SITL: {r}")
-    assert r["finished"], r
-    assert r["mode"] == "ACTIVE", (r["mode"], r["reason"], r["interventions"][:6], r["policy"], r["log_tails"])
+    assert r["finished"], sitl_report(r)
+    assert r["mode"] == "ACTIVE", sitl_report(r)
     # the goals for the trained policy in simulation, now through DDS and the safety node
-    assert r["lin_vel_error"] <= 0.15 and r["yaw_rate_error"] <= 0.2, r
-    assert r["min_trunk_height_m"] > 0.2 and r["distance_m"] > 2.0, r
+    assert r["lin_vel_error"] <= 0.15 and r["yaw_rate_error"] <= 0.2, sitl_report(r)
+    assert r["min_trunk_height_m"] > 0.2 and r["distance_m"] > 2.0, sitl_report(r)
     # the stream once walking (start-up includes DDS discovery of the observer itself)
-    assert r["commands_nonfinite"] == 0 and r["settled_max_command_gap_s"] <= 0.1, r
+    assert r["commands_nonfinite"] == 0 and r["settled_max_command_gap_s"] <= 0.1, sitl_report(r)
 
 
 def test_quadruped_policy_killed_damps_then_estop_latches(trained_quadruped_bundle):

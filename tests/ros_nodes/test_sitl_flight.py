@@ -10,6 +10,7 @@ import os
 
 import numpy as np
 import pytest
+from sitl_report import sitl_report
 
 pytestmark = pytest.mark.slow
 
@@ -31,15 +32,15 @@ def test_takeoff_reach_and_hold(bundle, lockstep, tol):
     # bounds are widened there so the flight measures tracking (the fault tests measure the watchdogs).
     safety = None if lockstep else {"command_timeout_s": 0.5, "state_max_age_s": 0.5}
     r = fly(bundle, seconds=16.0, goal=(0.0, 0.0, 1.0), lockstep=lockstep, hold_s=10.0, safety=safety)
-    assert r["finished"], r
-    assert r["mode"] == "ACTIVE", (r["mode"], r["reason"], r["interventions"][:6], r["policy"], r["log_tails"])
-    assert r["hold_max_error_m"] <= tol and r["hold_median_error_m"] <= 0.1, r
+    assert r["finished"], sitl_report(r)
+    assert r["mode"] == "ACTIVE", sitl_report(r)
+    assert r["hold_max_error_m"] <= tol and r["hold_median_error_m"] <= 0.1, sitl_report(r)
     print(f"\nflight SITL (lockstep={lockstep}): hold error max {r['hold_max_error_m'] * 100:.1f} cm, "
           f"median {r['hold_median_error_m'] * 100:.1f} cm")  # fmt: skip
     # Lock-step measures the stream on simulated time: >= 10 Hz. On the wall clock a loaded CI machine
     # can stall a process for a few hundred ms (the watchdogs above are widened to 0.5 s to match).
     max_gap = 0.1 if lockstep else 0.5
-    assert r["commands_nonfinite"] == 0 and r["max_command_gap_s"] < max_gap, r
+    assert r["commands_nonfinite"] == 0 and r["max_command_gap_s"] < max_gap, sitl_report(r)
     assert np.isfinite(r["final_error_m"])
 
 

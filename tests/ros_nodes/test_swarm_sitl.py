@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from sitl_report import sitl_report
 
 PKG = Path(__file__).resolve().parents[2] / "ros_nodes"
 N = 3
@@ -219,7 +220,7 @@ def test_team_flies_toward_goals_in_lockstep_sitl(swarm_run):
     seconds = 3.0
     r = fly_swarm(str(bundle_dir), N, SCENE, seconds=seconds)
     obs = r.pop("observer")
-    assert r["finished"], r
+    assert r["finished"], sitl_report(r)
     start, goal, ref_final = _in_process_rollout(run, r["sim_seconds"])
     runtime = PolicyRuntime(bundle_dir)
     for i, (name, d) in enumerate(r["drones"].items()):
@@ -261,7 +262,7 @@ def test_swarm_bridge_odometry_noise_and_latency(swarm_run):
     _, bundle_dir = swarm_run
     r = fly_swarm(str(bundle_dir), 2, SCENE, seconds=1.5, sim={"position_noise_m": 0.01, "latency_steps": 3})
     obs = r.pop("observer")
-    assert r["finished"], r
+    assert r["finished"], sitl_report(r)
     for name in obs.names:
         p = np.array([x[:3] for _, x in obs.states[name]])
         stamps = np.array([t for t, _ in obs.states[name]])
