@@ -293,7 +293,7 @@ def test_stale_policy_command_falls_back_to_hover_and_estop_stops_the_team(swarm
             graph.stop("cf2_policy", sig=signal.SIGKILL)
             t_kill, z_kill = obs.now(), obs.states["cf2"][-1][1][2]
             hover = lambda: any(m.startswith("HOVER") for _, m in obs.modes["cf2"])  # noqa: E731
-            assert obs.spin_until(hover, 40.0), (obs.modes, graph.log("cf2_safety")[-2000:])
+            assert obs.spin_until(hover, 40.0), f"{obs.modes}\n{graph.log('cf2_safety')[-2000:]}"
             t_hover = next(t for t, m in obs.modes["cf2"] if m.startswith("HOVER"))
             obs.spin_until(lambda: obs.states["cf2"][-1][0] - t_hover > 0.5, 40.0)
             modes_before_estop = {n: obs.modes[n][-1][1] for n in names}
@@ -386,10 +386,10 @@ def test_swarm_policy_node_refuses_bad_or_missing_input(swarm_run, tmp_path):
                                               "inputs": ["odom:odometry", "setpoint:setpoint", "tof:ranges"],
                                               "neighbours": ["cf2", "cf3"]})  # fmt: skip
         assert wait(lambda: "neighbours heard: 0 of 2, need 2" in diag.get("last_skip", ""), 30.0), (
-            diag, graph.log("policy")[-2000:])  # fmt: skip
+            f"{diag}\n{graph.log('policy')[-2000:]}")  # fmt: skip
         assert not actions
         play["neighbours"] = {"cf2", "cf3"}
-        assert wait(lambda: len(actions) > 50, 20.0), (diag, graph.log("policy")[-2000:])
+        assert wait(lambda: len(actions) > 50, 20.0), f"{diag}\n{graph.log('policy')[-2000:]}"
         play["tof"] = float("nan")  # a broken sensor: its ranges are refused, so no step completes its inputs
         assert wait(lambda: "non-finite" in diag.get("last_skip", ""), 10.0), diag
         n = len(actions)
