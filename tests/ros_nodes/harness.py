@@ -18,6 +18,16 @@ from std_msgs.msg import Bool, Float64MultiArray, String
 from std_srvs.srv import Trigger
 
 
+def wait_for(cond, timeout: float, poll_s: float = 0.005) -> bool:
+    """Poll cond() until it holds or timeout seconds pass (checked once more at the end)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(poll_s)
+    return bool(cond())
+
+
 class Harness:
     def __init__(self, domain_id: int, namespace: str = "cf1"):
         self.ctx = Context()
@@ -79,12 +89,7 @@ class Harness:
                 self.safety_events += [f"{kv.key} {kv.value}" for kv in st.values if kv.key.startswith("event.")]
 
     def wait_for(self, cond, timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if cond():
-                return True
-            time.sleep(0.005)
-        return False
+        return wait_for(cond, timeout)
 
     def mode(self) -> str:
         return self.modes[-1][1] if self.modes else ""

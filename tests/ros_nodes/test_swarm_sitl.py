@@ -326,6 +326,7 @@ def test_swarm_policy_node_refuses_bad_or_missing_input(swarm_run, tmp_path):
     import rclpy
     from conftest import DOMAIN_ID
     from diagnostic_msgs.msg import DiagnosticArray
+    from harness import wait_for
     from nav_msgs.msg import Odometry
     from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
@@ -375,30 +376,24 @@ def test_swarm_policy_node_refuses_bad_or_missing_input(swarm_run, tmp_path):
     spinner = threading.Thread(target=lambda: [ex.spin_once(timeout_sec=0.01) for _ in iter(stop.is_set, True)])
     spinner.start()
 
-    def wait(cond, timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end and not cond():
-            time.sleep(0.01)
-        return cond()
-
     try:
         graph.start("policy", "policy_node", {"bundle": str(bundle_dir), "act_on": "all_inputs",
                                               "inputs": ["odom:odometry", "setpoint:setpoint", "tof:ranges"],
                                               "neighbours": ["cf2", "cf3"]})  # fmt: skip
-        assert wait(lambda: "neighbours heard: 0 of 2, need 2" in diag.get("last_skip", ""), 30.0), (
+        assert wait_for(lambda: "neighbours heard: 0 of 2, need 2" in diag.get("last_skip", ""), 30.0), (
             f"{diag}\n{graph.log('policy')[-2000:]}")  # fmt: skip
         assert not actions
         play["neighbours"] = {"cf2", "cf3"}
-        assert wait(lambda: len(actions) > 50, 20.0), f"{diag}\n{graph.log('policy')[-2000:]}"
+        assert wait_for(lambda: len(actions) > 50, 20.0), f"{diag}\n{graph.log('policy')[-2000:]}"
         play["tof"] = float("nan")  # a broken sensor: its ranges are refused, so no step completes its inputs
-        assert wait(lambda: "non-finite" in diag.get("last_skip", ""), 10.0), diag
+        assert wait_for(lambda: "non-finite" in diag.get("last_skip", ""), 10.0), diag
         n = len(actions)
         time.sleep(0.3)
         assert len(actions) == n, "actions went on from non-finite ranges"
         play["tof"] = 1.5
-        assert wait(lambda: len(actions) > n + 20, 10.0), diag
+        assert wait_for(lambda: len(actions) > n + 20, 10.0), diag
         play["neighbours"] = {"cf2"}  # cf3 falls silent: after neighbour_max_age_s it is not heard
-        assert wait(lambda: "neighbours heard: 1 of 2, need 2" in diag.get("last_skip", ""), 10.0), diag
+        assert wait_for(lambda: "neighbours heard: 1 of 2, need 2" in diag.get("last_skip", ""), 10.0), diag
         n = len(actions)
         time.sleep(0.3)
         assert len(actions) == n, "actions went on with a neighbour missing"

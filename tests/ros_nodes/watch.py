@@ -8,12 +8,12 @@ so one assertion can cover them all.
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import rclpy
 from geometry_msgs.msg import Twist
+from harness import wait_for
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from robot_rl_ros import qos
@@ -81,12 +81,7 @@ class LimitWatcher:
         return float(np.max(np.diff(t))) if len(t) > 1 else float("inf")
 
     def wait_for(self, cond, timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if cond():
-                return True
-            time.sleep(0.002)
-        return False
+        return wait_for(cond, timeout, poll_s=0.002)
 
     def close(self) -> None:
         self._stop = True
