@@ -33,6 +33,7 @@ PARAMS = {
     "watchdog_rate_hz": 25.0,
     "event_gap_s": 0.06,  # the timer sends when nothing went out for this long (1.5 policy periods)
     "state_max_age_s": 0.1,
+    "state_max_future_s": 0.05,  # a stamp further ahead of this node's clock is rejected
     "command_timeout_s": 0.2,
     "q_low": _L.q_low.tolist(),
     "q_high": _L.q_high.tolist(),
@@ -62,6 +63,7 @@ class ArmSafetyNode(SafetyNodeBase):
             limits=arm_limits().with_params(p),
             fallback="hold",
             state_max_age_s=p["state_max_age_s"],
+            state_max_future_s=p["state_max_future_s"],
             command_timeout_s=p["command_timeout_s"],
             auto_arm=p["auto_arm"],
         )

@@ -20,6 +20,7 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Empty
 
 from robot_rl_ros import qos
+from robot_rl_ros.commander import gated_subscription
 from robot_rl_ros.msgs import arm_joint_state
 from robot_rl_ros.params import declare
 from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase
@@ -57,7 +58,9 @@ class ArmSimBridge(SimBridgeBase):
         self.braked = False
         self.state_pub = self.create_publisher(JointState, "joint_states", qos.SENSOR)
         self.target_pub = self.create_publisher(PointStamped, "target_position", qos.SENSOR)
-        self.create_subscription(Float64MultiArray, p["command_topic"], self._on_cmd, qos.COMMAND)
+        self.command_gate = gated_subscription(
+            self, Float64MultiArray, p["command_topic"], self._on_cmd, p["commander"], qos.COMMAND
+        )
         self.create_service(Empty, "emergency", self._on_emergency)
         self.commands = 0
         self.start_stepping(p, self.sim.dt)

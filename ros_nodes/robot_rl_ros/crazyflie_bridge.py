@@ -17,6 +17,7 @@ from std_srvs.srv import Empty
 
 from robot_rl_ros import qos
 from robot_rl_ros.cflib_link import CflibLink, SetpointStreamer
+from robot_rl_ros.commander import gated_subscription
 from robot_rl_ros.msgs import raw_to_odometry, twist_to_rpyt
 from robot_rl_ros.params import declare
 
@@ -26,6 +27,8 @@ PARAMS = {
     "frame_id": "world",
     "command_loss_s": 0.3,
     "land_on_command_loss": True,
+    # Commands are taken only from this node's stream ('' : from anyone), see robot_rl_ros.commander.
+    "commander": "safety",
 }
 
 
@@ -38,7 +41,7 @@ class CrazyflieBridge(Node):
         self.link = link_factory(p["uri"], self._on_state, p["log_period_ms"])
         self.link.open()
         self.streamer = SetpointStreamer(self.link.cf, p["command_loss_s"], p["land_on_command_loss"])
-        self.create_subscription(Twist, "cmd_vel_legacy", self._on_cmd, qos.COMMAND)
+        self.command_gate = gated_subscription(self, Twist, "cmd_vel_legacy", self._on_cmd, p["commander"], qos.COMMAND)
         self.create_service(Empty, "emergency", self._on_emergency)
         self.create_timer(0.05, self._on_check)  # 20 Hz: notices a silent command stream within 0.35 s
 

@@ -129,6 +129,7 @@ class JointSupervisorConfig:
     limits: JointLimits = field(default_factory=arm_limits)
     fallback: str = "hold"  # "hold" (arms) or "damp" (legs)
     state_max_age_s: float = 0.1
+    state_max_future_s: float = 0.05  # stamps ahead of this node's clock by more are rejected
     command_timeout_s: float = 0.2  # 5 periods of a 25 Hz policy
     max_tilt_deg: float | None = None  # legs: trunk tilt beyond this (fallen) -> fallback
     auto_arm: bool = True
@@ -160,7 +161,7 @@ class JointSupervisor:
         self.mode = JointMode.DISARMED
         self.reason = "waiting for pre-arm checks"
         self.mode_since = 0.0
-        self.state_in = InputMonitor("joint_states", cfg.state_max_age_s)
+        self.state_in = InputMonitor("joint_states", cfg.state_max_age_s, cfg.state_max_future_s)
         self.q: np.ndarray | None = None
         self.action: np.ndarray | None = None
         self.action_time: float | None = None
@@ -168,8 +169,9 @@ class JointSupervisor:
         self.last_cmd: np.ndarray | None = None
         self.last_cmd_time: float | None = None
         self.events = EventLog()
-        self.counts = {k: 0 for k in ("action.nonfinite", "action.bad_dim", "limit.joint", "limit.lead",
-                                      "limit.speed", "limit.workspace", "commands")}  # fmt: skip
+        self.counts = {k: 0 for k in ("action.nonfinite", "action.bad_dim", "limit.joint", "limit.lead", "limit.speed",
+                                      "limit.workspace", "command.second_publisher", "commands")}  # fmt: skip
+        self.command_conflict: str | None = None  # another publisher of the robot's command topic
 
     # ----- inputs -----
     @property
@@ -202,6 +204,21 @@ class JointSupervisor:
         self.action, self.action_time = a, now
         return None
 
+    def on_command_publishers(self, now: float, topic: str, others: list[str]) -> None:
+        """Who else publishes the robot's command topic (a graph query): a fault that blocks arming and,
+        once armed, engages the fallback."""
+        if not others:
+            self.command_conflict = None
+            return
+        reason = f"second publisher on {topic}: {', '.join(others)}"
+        self.counts["command.second_publisher"] += 1
+        if reason != self.command_conflict:
+            if self.mode == JointMode.ACTIVE:
+                self._fall(now, self.fallback_mode, reason)
+            else:
+                self.note(now, "fault", reason)
+        self.command_conflict = reason
+
     def estop(self, now: float, reason: str) -> None:
         if self.mode != JointMode.ESTOP:
             self._set(now, JointMode.ESTOP, reason)
@@ -217,6 +234,8 @@ class JointSupervisor:
 
     def arm_blockers(self, now: float) -> list[str]:
         out = list(self.prearm_problems)
+        if self.command_conflict:
+            out.append(self.command_conflict)
         if not self.state_in.fresh(now):
             out.append(f"joint_states not fresh (age {self.state_in.age(now):.2f} s)")
         if self.action_time is None or now - self.action_time > self.cfg.command_timeout_s:

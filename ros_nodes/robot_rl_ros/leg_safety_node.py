@@ -34,6 +34,7 @@ PARAMS = {
     "watchdog_rate_hz": 50.0,
     "event_gap_s": 0.03,  # the timer sends when nothing went out for this long (1.5 policy periods)
     "state_max_age_s": 0.06,
+    "state_max_future_s": 0.05,  # a stamp further ahead of this node's clock is rejected
     "command_timeout_s": 0.1,
     "max_tilt_deg": 60.0,
     "damping_kd": 2.0,  # N m s / rad in DAMP and e-stop
@@ -63,6 +64,7 @@ class LegSafetyNode(SafetyNodeBase):
             limits=go1_limits().with_params(p),
             fallback="damp",
             state_max_age_s=p["state_max_age_s"],
+            state_max_future_s=p["state_max_future_s"],
             command_timeout_s=p["command_timeout_s"],
             max_tilt_deg=p["max_tilt_deg"],
             auto_arm=p["auto_arm"],

@@ -1,4 +1,11 @@
-"""Per-input freshness and ordering, judged by the message's own header stamp."""
+"""Per-input freshness and ordering, judged by the message's own header stamp and by the receiving
+node's clock.
+
+A stamp is evidence, not truth: one glitched stamp must never become the reference that later,
+correct messages are judged against. So a stamp too far ahead of the receiver's clock is rejected on
+its own (and does not move `last_stamp`), a stamp far behind it is stale, and freshness also needs a
+recent *receipt* of an accepted message, so a run of rejected messages is itself a stale input.
+"""
 
 from __future__ import annotations
 
@@ -7,41 +14,68 @@ from dataclasses import dataclass
 
 @dataclass
 class InputMonitor:
-    """Accepts a message only if its stamp is newer than the last accepted one and not too old.
+    """Accepts a message only if its stamp is newer than the last accepted one, not too old and not
+    ahead of the receiver's clock by more than max_future_s.
 
-    Stamps and `now` are seconds on the same clock (ROS time: wall or simulated).
+    Stamps and `now` are seconds on the same clock (ROS time: wall or simulated). max_future_s covers
+    clock skew between machines and, in lock-step simulation, a state that arrives just before the
+    /clock sample of its own step.
     """
 
     name: str
     max_age_s: float
+    max_future_s: float = 0.05
     last_stamp: float | None = None
     last_receipt: float | None = None
     accepted: int = 0
     dropped_out_of_order: int = 0
     dropped_stale: int = 0
+    dropped_future: int = 0
     dropped_nonfinite: int = 0
+    rejected_in_row: int = 0
 
     def accept(self, stamp: float, now: float) -> str | None:
         """None if accepted, else a one-line reason why the message was dropped."""
-        if self.last_stamp is not None and stamp <= self.last_stamp:
-            self.dropped_out_of_order += 1
-            return f"{self.name}: out-of-order stamp {stamp:.3f} <= {self.last_stamp:.3f}"
-        age = now - stamp
-        if age > self.max_age_s:
-            self.dropped_stale += 1
-            return f"{self.name}: message {age * 1e3:.0f} ms old > {self.max_age_s * 1e3:.0f} ms"
+        why = self._judge(stamp, now)
+        if why is not None:
+            self.rejected_in_row += 1
+            return why
         self.last_stamp = stamp
         self.last_receipt = now
         self.accepted += 1
+        self.rejected_in_row = 0
+        return None
+
+    def _judge(self, stamp: float, now: float) -> str | None:
+        ahead = stamp - now
+        if ahead > self.max_future_s:
+            self.dropped_future += 1
+            limit = self.max_future_s * 1e3
+            return f"{self.name}: stamp {ahead * 1e3:.0f} ms ahead of this node's clock > {limit:.0f} ms"
+        if self.last_stamp is not None and stamp <= self.last_stamp:
+            self.dropped_out_of_order += 1
+            return f"{self.name}: out-of-order stamp {stamp:.3f} <= {self.last_stamp:.3f}"
+        if -ahead > self.max_age_s:
+            self.dropped_stale += 1
+            return f"{self.name}: message {-ahead * 1e3:.0f} ms old > {self.max_age_s * 1e3:.0f} ms"
         return None
 
     def reject_nonfinite(self) -> str:
         self.dropped_nonfinite += 1
+        self.rejected_in_row += 1
         return f"{self.name}: non-finite values rejected"
 
+    def reject(self, reason: str) -> str:
+        """A message refused for its content (e.g. a non-unit quaternion): counted like the others."""
+        self.rejected_in_row += 1
+        return f"{self.name}: {reason}"
+
     def age(self, now: float) -> float:
-        """Age of the newest accepted sample by its stamp (inf before the first)."""
-        return float("inf") if self.last_stamp is None else now - self.last_stamp
+        """How old the newest accepted sample is: the larger of its stamp's age and the time since it was
+        received on this node's clock (inf before the first)."""
+        if self.last_stamp is None or self.last_receipt is None:
+            return float("inf")
+        return max(now - self.last_stamp, now - self.last_receipt)
 
     def fresh(self, now: float) -> bool:
         return self.age(now) <= self.max_age_s
@@ -51,5 +85,7 @@ class InputMonitor:
             f"{self.name}.accepted": self.accepted,
             f"{self.name}.dropped_out_of_order": self.dropped_out_of_order,
             f"{self.name}.dropped_stale": self.dropped_stale,
+            f"{self.name}.dropped_future": self.dropped_future,
             f"{self.name}.dropped_nonfinite": self.dropped_nonfinite,
+            f"{self.name}.rejected_in_row": self.rejected_in_row,
         }

@@ -23,18 +23,23 @@ class NeighbourBroadcasts:
     max_age_s: float
     origin_s: float | None = None  # the first broadcast instant; None: the first stamp heard
     history_s: float = 1.0
+    max_future_s: float = 0.05  # a stamp further ahead of the node's clock is a glitch, never the newest
     _samples: dict[str, deque] = field(default_factory=dict)
 
-    def on_state(self, name: str, stamp: float, position, velocity) -> None:
-        """A neighbour's odometry sample (stamp in seconds on the node's clock)."""
-        if self.origin_s is None:
-            self.origin_s = stamp
+    def on_state(self, name: str, stamp: float, now: float, position, velocity) -> str | None:
+        """A neighbour's odometry sample (stamp and now in seconds on the node's clock); returns why it
+        was dropped, or None."""
+        if stamp - now > self.max_future_s:
+            return f"neighbour '{name}': stamp {(stamp - now) * 1e3:.0f} ms ahead of this node's clock"
         q = self._samples.setdefault(name, deque())
         if q and stamp <= q[-1][0]:
-            return  # out of order: the newest sample wins, as the input monitors do
+            return f"neighbour '{name}': out-of-order stamp"  # the newest sample wins, as the input monitors do
+        if self.origin_s is None:
+            self.origin_s = stamp
         q.append((stamp, np.concatenate([np.asarray(position, float), np.asarray(velocity, float)])))
         while len(q) > 1 and q[1][0] <= stamp - self.history_s:
             q.popleft()
+        return None
 
     def broadcast_instant(self, now: float) -> float:
         period = 1.0 / self.rate_hz

@@ -38,6 +38,7 @@ PARAMS = {
     "goal": [0.0, 0.0, 1.0],  # used until a goal message arrives (raw key 'goal')
     "command": [0.0, 0.0, 0.0],  # a legged robot's velocity command until one arrives: stand
     "state_max_age_s": 0.2,
+    "state_max_future_s": 0.05,  # a stamp further ahead of this node's clock is rejected
     "diagnostics_period_s": 1.0,
     # '' : act on a timer at the bundle's rate (a robot). An input topic: act on each accepted message
     # of it instead, for lock-step simulation that publishes one state per control period, so the
@@ -76,7 +77,7 @@ class PolicyNode(Node):
         for spec in p["inputs"]:
             topic, kind, keys = parse_input_spec(spec)
             msg_type, _, factory = ADAPTERS[kind]
-            mon = InputMonitor(topic, p["state_max_age_s"])
+            mon = InputMonitor(topic, p["state_max_age_s"], p["state_max_future_s"])
             # A setpoint from its parameter is always valid; setpoint messages only refresh it.
             if not SETPOINTS & set(keys):
                 self.monitors[topic] = mon
@@ -132,7 +133,7 @@ class PolicyNode(Node):
         k = int(swarm["k_neighbours"])
         self.min_neighbours = min(k, len(names)) if p["min_neighbours"] < 0 else int(p["min_neighbours"])
         self.neighbour_names = names
-        nb = NeighbourBroadcasts(rate, latency, p["neighbour_max_age_s"], origin)
+        nb = NeighbourBroadcasts(rate, latency, p["neighbour_max_age_s"], origin, max_future_s=p["state_max_future_s"])
         for name in names:
             self.create_subscription(Odometry, f"/{name}/odom", self._make_neighbour_cb(nb, name), qos.SENSOR)
         return nb
@@ -143,7 +144,10 @@ class PolicyNode(Node):
             if not (np.all(np.isfinite(raw["position"])) and np.all(np.isfinite(raw["velocity"]))):
                 self._skip("invalid", f"neighbour '{name}': non-finite odometry rejected")
                 return
-            nb.on_state(name, stamp_to_s(msg.header.stamp), raw["position"], raw["velocity"])
+            now = self.get_clock().now().nanoseconds * 1e-9
+            why = nb.on_state(name, stamp_to_s(msg.header.stamp), now, raw["position"], raw["velocity"])
+            if why is not None:
+                self._skip("stale", why)
 
         return cb
 

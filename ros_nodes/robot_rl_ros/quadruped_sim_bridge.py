@@ -19,6 +19,7 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Empty
 
 from robot_rl_ros import qos
+from robot_rl_ros.commander import gated_subscription
 from robot_rl_ros.msgs import LEG_JOINT_NAMES, joint_state
 from robot_rl_ros.params import declare
 from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase
@@ -58,7 +59,9 @@ class QuadrupedSimBridge(SimBridgeBase):
         self.state_pub = self.create_publisher(JointState, "joint_states", qos.SENSOR)
         self.imu_pub = self.create_publisher(Imu, "imu", qos.SENSOR)
         self.odom_pub = self.create_publisher(Odometry, "odom", qos.SENSOR)
-        self.create_subscription(Float64MultiArray, p["command_topic"], self._on_cmd, qos.COMMAND)
+        self.command_gate = gated_subscription(
+            self, Float64MultiArray, p["command_topic"], self._on_cmd, p["commander"], qos.COMMAND
+        )
         self.create_service(Empty, "emergency", self._on_emergency)
         self.commands = 0
         self.fall_reported = False

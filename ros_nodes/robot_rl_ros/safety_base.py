@@ -17,14 +17,17 @@ from std_msgs.msg import Bool, Float64MultiArray, String
 from std_srvs.srv import Empty, Trigger
 
 from robot_rl_ros import qos
+from robot_rl_ros.commander import extra_publishers
 from robot_rl_ros.msgs import joint_arrays, stamp_to_s
 
 
 class SafetyNodeBase(Node, ABC):
     def _setup_common(self, estop_topic: str, watchdog_rate_hz: float, event_gap_s: float,
-                      diagnostics_period_s: float, hardware_id: str) -> None:  # fmt: skip
-        """Call after self.sup exists. The timer sends when not ACTIVE, or when nothing went out for
-        event_gap_s (the event path forwards each policy action at once)."""
+                      diagnostics_period_s: float, hardware_id: str,
+                      commander_check_period_s: float = 0.1) -> None:  # fmt: skip
+        """Call after self.sup and self.cmd_pub exist. The timer sends when not ACTIVE, or when nothing went
+        out for event_gap_s (the event path forwards each policy action at once). Another timer asks the
+        graph who else publishes the command topic (robot_rl_ros.commander)."""
         self.hardware_id = hardware_id
         self.event_gap_s = event_gap_s
         self.last_pub_time = -1.0
@@ -38,6 +41,13 @@ class SafetyNodeBase(Node, ABC):
         self.emergency_client = self.create_client(Empty, "emergency")  # the robot's own e-stop
         self.create_timer(1.0 / watchdog_rate_hz, self._on_timer)
         self.create_timer(diagnostics_period_s, self._publish_diagnostics)
+        self.create_timer(commander_check_period_s, self._check_commanders)
+        self._check_commanders()
+
+    def _check_commanders(self) -> None:
+        topic = self.cmd_pub.topic_name
+        self.sup.on_command_publishers(self.now(), topic, extra_publishers(self, topic))
+        self._after_input()
 
     def now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9

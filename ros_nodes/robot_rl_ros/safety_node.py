@@ -38,6 +38,7 @@ PARAMS = {
     "auto_arm": True,
     "watchdog_rate_hz": 50.0,
     "state_max_age_s": 0.2,
+    "state_max_future_s": 0.05,  # a stamp further ahead of this node's clock is rejected
     "command_timeout_s": 0.1,
     "hover_timeout_s": 2.0,
     "land_timeout_s": 6.0,
@@ -77,6 +78,7 @@ class SafetyNode(SafetyNodeBase):
         cfg = SupervisorConfig(
             limits=DroneLimits.from_params(p),
             state_max_age_s=p["state_max_age_s"],
+            state_max_future_s=p["state_max_future_s"],
             command_timeout_s=p["command_timeout_s"],
             hover_timeout_s=p["hover_timeout_s"],
             land_timeout_s=p["land_timeout_s"],

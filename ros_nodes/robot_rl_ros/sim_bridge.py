@@ -18,6 +18,7 @@ from nav_msgs.msg import Odometry
 from std_srvs.srv import Empty
 
 from robot_rl_ros import qos
+from robot_rl_ros.commander import gated_subscription
 from robot_rl_ros.firmware import CommanderEmulator
 from robot_rl_ros.msgs import raw_to_odometry, twist_to_rpyt
 from robot_rl_ros.params import declare
@@ -64,7 +65,7 @@ class SimBridge(SimBridgeBase):
         self.fw = CommanderEmulator()
         self.delay: deque = deque(maxlen=max(1, int(p["latency_steps"]) + 1))
         self.state_pub = self.odom_pub = self.create_publisher(Odometry, "odom", qos.SENSOR)
-        self.create_subscription(Twist, "cmd_vel_legacy", self._on_cmd, qos.COMMAND)
+        self.command_gate = gated_subscription(self, Twist, "cmd_vel_legacy", self._on_cmd, p["commander"], qos.COMMAND)
         self.create_service(Empty, "emergency", self._on_emergency)
         self.commands = 0
         self.crash_reported = False

@@ -31,6 +31,8 @@ BASE_PARAMS = {
     # Lock-step: hold time (publish nothing) until the state topic has this many subscribers, so a
     # recorder or policy that is still being discovered misses no state.
     "start_after_subscribers": 0,
+    # Commands are taken only from this node's stream ('' : from anyone), see robot_rl_ros.commander.
+    "commander": "safety",
 }
 
 

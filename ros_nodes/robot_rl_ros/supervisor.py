@@ -33,6 +33,10 @@ class Mode(IntEnum):
 class SupervisorConfig:
     limits: L.DroneLimits = field(default_factory=L.DroneLimits)
     state_max_age_s: float = 0.2
+    # how far a state's stamp may run ahead of this node's clock (skew, lock-step delivery order)
+    state_max_future_s: float = 0.05
+    # a unit quaternion within this of norm 1 (the estimator normalises; zero or garbage is a fault)
+    quaternion_norm_tol: float = 0.05
     command_timeout_s: float = 0.1
     hover_timeout_s: float = 2.0
     land_timeout_s: float = 6.0
@@ -58,7 +62,7 @@ class SafetySupervisor:
         self.mode = Mode.DISARMED
         self.reason = "waiting for pre-arm checks"
         self.mode_since = 0.0
-        self.state_in = InputMonitor("state", cfg.state_max_age_s)
+        self.state_in = InputMonitor("state", cfg.state_max_age_s, cfg.state_max_future_s)
         self.state: dict | None = None
         self.neighbours: dict[str, np.ndarray] = {}
         self.neighbour_in: dict[str, InputMonitor] = {}
@@ -74,17 +78,24 @@ class SafetySupervisor:
         self.counts: dict[str, int] = {
             "action.nonfinite": 0,
             "action.bad_dim": 0,
+            "state.bad_quaternion": 0,
             "limit.clip": 0,
             "limit.tilt": 0,
             "limit.rate": 0,
+            "command.second_publisher": 0,
             "commands": 0,
         }
+        self.command_conflict: str | None = None  # another publisher of the robot's command topic
 
     # ----- inputs -----
     def on_state(self, state: dict, stamp: float, now: float) -> str | None:
         """Offer a state sample; returns the reason if it was dropped."""
         if not all(L.is_finite(v) for v in state.values()):
             return self._note(now, "input", self.state_in.reject_nonfinite())
+        norm = float(np.linalg.norm(state["quaternion"]))
+        if abs(norm - 1.0) > self.cfg.quaternion_norm_tol:
+            self.counts["state.bad_quaternion"] += 1
+            return self._note(now, "input", self.state_in.reject(f"quaternion norm {norm:.3f} is not 1"))
         why = self.state_in.accept(stamp, now)
         if why is not None:
             return self._note(now, "input", why)
@@ -93,7 +104,9 @@ class SafetySupervisor:
         return None
 
     def on_neighbour(self, name: str, position, stamp: float, now: float) -> None:
-        mon = self.neighbour_in.setdefault(name, InputMonitor(f"neighbour.{name}", self.cfg.state_max_age_s))
+        mon = self.neighbour_in.setdefault(
+            name, InputMonitor(f"neighbour.{name}", self.cfg.state_max_age_s, self.cfg.state_max_future_s)
+        )
         if L.is_finite(position) and mon.accept(stamp, now) is None:
             self.neighbours[name] = np.asarray(position, dtype=np.float64)
 
@@ -107,6 +120,21 @@ class SafetySupervisor:
             return self._fall(now, Mode.HOVER, "policy action is not finite")
         self.action, self.action_time = a, now
         return None
+
+    def on_command_publishers(self, now: float, topic: str, others: list[str]) -> None:
+        """Who else publishes the robot's command topic (a graph query). Another commander is a fault: it
+        blocks arming and, once armed, lands (the robot may be obeying it: no time to hover and wait)."""
+        if not others:
+            self.command_conflict = None
+            return
+        reason = f"second publisher on {topic}: {', '.join(others)}"
+        self.counts["command.second_publisher"] += 1
+        if reason != self.command_conflict:
+            if self.mode == Mode.ACTIVE:
+                self._fall(now, Mode.LAND, reason)
+            else:
+                self._note(now, "fault", reason)
+        self.command_conflict = reason
 
     def estop(self, now: float, reason: str) -> None:
         if self.mode != Mode.ESTOP:
@@ -124,6 +152,8 @@ class SafetySupervisor:
 
     def arm_blockers(self, now: float) -> list[str]:
         out = list(self.prearm_problems)
+        if self.command_conflict:
+            out.append(self.command_conflict)
         if self.unlock_sent < self.cfg.unlock_setpoints:
             out.append(f"zero-thrust unlock setpoints sent: {self.unlock_sent}/{self.cfg.unlock_setpoints}")
         if not self.state_in.fresh(now):

@@ -33,6 +33,7 @@ from std_msgs.msg import Float64MultiArray
 
 from robot_rl.deploy.units import quat_wxyz_to_xyzw
 from robot_rl_ros import qos
+from robot_rl_ros.commander import gated_subscription
 from robot_rl_ros.msgs import range_zones, raw_to_odometry, setpoint_odometry
 from robot_rl_ros.params import declare
 from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase
@@ -84,8 +85,12 @@ class SwarmSimBridge(SimBridgeBase):
         self.setpoint_pubs = [self.create_publisher(Odometry, f"/{d}/setpoint", qos.SENSOR) for d in self.names]
         self.tof_pubs = [self.create_publisher(LaserScan, f"/{d}/tof", qos.SENSOR) for d in self.names]
         self.state_pub = self.odom_pubs[0]
-        for i, d in enumerate(self.names):
-            self.create_subscription(Float64MultiArray, f"/{d}/cmd_motors", self._make_cmd_cb(i), qos.COMMAND)
+        self.command_gates = [
+            gated_subscription(
+                self, Float64MultiArray, f"/{d}/cmd_motors", self._make_cmd_cb(i), p["commander"], qos.COMMAND
+            )  # fmt: skip
+            for i, d in enumerate(self.names)
+        ]
         self.straggler_timeout_s = float(p["straggler_timeout_s"])
         if p["lockstep"]:
             self.create_timer(min(0.01, self.straggler_timeout_s), self._on_straggler_timer)

@@ -248,7 +248,7 @@ def test_bridge_node_in_cflib_mode(endpoint, tmp_path):
     twist = Twist()
     twist.linear.x, twist.linear.y, twist.angular.z, twist.linear.z = 4.0, -2.5, 15.0, 36000.4
     try:
-        graph.start("bridge", "crazyflie_bridge", {"uri": ep.uri})
+        graph.start("bridge", "crazyflie_bridge", {"uri": ep.uri, "commander": "cflib_pilot"})
         assert ep.wait_for(lambda: pilot.odom, 60.0), f"no odom from the bridge\n{graph.log('bridge')}"
         assert_raw_equal(pilot.odom[-1][1], expected_raw(DEFAULT_STATE))
         ep.state["stateEstimate.z"] = 0.75

@@ -83,6 +83,69 @@ def test_monitor_drops_out_of_order_and_stale():
     assert not m.fresh(10.3)
 
 
+def test_monitor_a_future_stamp_is_rejected_and_never_the_reference():
+    """A clock glitch (one message stamped 5 s ahead) must not make the following real states look out
+    of order: that made the nodes drop about 500 states in a row while the drone flew off."""
+    m = InputMonitor("state", 0.2, max_future_s=0.05)
+    assert m.accept(10.00, 10.00) is None
+    assert "ahead" in m.accept(15.01, 10.01)
+    assert m.last_stamp == 10.00
+    for k in range(1, 50):  # the real states go on being accepted
+        t = 10.01 + 0.01 * k
+        assert m.accept(t, t) is None
+    assert (m.accepted, m.dropped_future, m.dropped_out_of_order, m.rejected_in_row) == (50, 1, 0, 0)
+    assert m.accept(10.52, 10.5) is None  # within the tolerance: skew, or lock-step delivery order
+
+
+def test_monitor_a_run_of_rejected_states_is_stale_by_the_receivers_clock():
+    m = InputMonitor("state", 0.2, max_future_s=0.05)
+    assert m.accept(10.0, 10.0) is None
+    for k in range(1, 40):  # every later state 5 s in the past: rejected, and the input goes stale
+        assert m.accept(5.0 + 0.01 * k, 10.0 + 0.01 * k) is not None
+    assert m.rejected_in_row == 39 and m.fresh(10.19) and not m.fresh(10.21)
+    # a stamp that is fresh on its face but received long after the last accepted message: age by receipt
+    m2 = InputMonitor("state", 0.2)
+    assert m2.accept(10.0, 9.96) is None
+    assert m2.age(10.2) == pytest.approx(0.24)
+
+
+def test_future_and_past_state_glitches_never_move_the_geofence_or_the_hold():
+    sup = armed()
+    sup.step(0.01)
+    assert sup.mode == Mode.ACTIVE
+    # stamped 5 s ahead and 5 s behind, far outside the fence: both rejected, the fence never judges them
+    far = state(pos=(50.0, 0.0, 30.0))
+    assert "ahead" in sup.on_state(far, 5.02, 0.02)
+    assert "out-of-order" in sup.on_state(far, -4.98, 0.02)
+    assert sup.mode == Mode.ACTIVE and sup.state["position"][0] == 0.0
+    for k in range(3, 20):
+        t = 0.01 * k
+        assert sup.on_state(state(), t, t) is None
+        sup.on_action(np.array([0.0, 0.0, 0.0, 38000.0]), t)
+        sup.step(t)
+    assert sup.mode == Mode.ACTIVE
+    assert sup.counters()["state.dropped_future"] == 1 and sup.counters()["state.dropped_out_of_order"] == 1
+
+
+def test_state_that_only_glitches_falls_back_within_the_state_age():
+    sup = armed()
+    sup.step(0.01)
+    t = 0.01
+    while sup.mode == Mode.ACTIVE and t < 1.0:
+        t += 0.01
+        sup.on_state(state(), t + 5.0, t)  # every state from a clock 5 s ahead
+        sup.on_action(np.array([0.0, 0.0, 0.0, 38000.0]), t)
+        sup.step(t)
+    assert sup.mode == Mode.HOVER and "state stale" in sup.reason and t <= 0.21 + 1e-9
+
+
+@pytest.mark.parametrize("quat", [(0.0, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 2.0), (0.5, 0.5, 0.0, 0.1)])
+def test_non_unit_quaternion_is_rejected(quat):
+    sup = armed()
+    assert "quaternion norm" in sup.on_state(state(quat=quat), 0.01, 0.01)
+    assert sup.counters()["state.bad_quaternion"] == 1 and sup.state_in.last_stamp == 0.0
+
+
 # ----- supervisor -----
 def armed(now=0.0, **cfg):
     sup = SafetySupervisor(SupervisorConfig(**cfg), [])

@@ -136,7 +136,7 @@ def test_runtime_rebuilds_the_task_observation_from_odometry(swarm_run, team):
         for i in range(team):
             for j in range(team):
                 if j != i:
-                    heard[i].on_state(f"cf{j + 1}", sim.time, states[j]["position"], states[j]["velocity"])
+                    heard[i].on_state(f"cf{j + 1}", sim.time, sim.time, states[j]["position"], states[j]["velocity"])
         want = sim.observation()
         motors = []
         for i, s in enumerate(states):
