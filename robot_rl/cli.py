@@ -7,6 +7,7 @@ code 2; nothing is left half-written.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 USAGE = """usage: robot-rl COMMAND [key=value ...]
 
@@ -31,13 +32,75 @@ class UsageError(ValueError):
     pass
 
 
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def _fail(message: str, code: int = 2, prefix: str = "robot-rl: error: ") -> int:
+    """Print the one error line, and mark any run this process began and did not finish as failed."""
+    print(f"{prefix}{message}", file=sys.stderr)
+    try:
+        from robot_rl.training.run_dir import fail_open_runs
+    except ImportError:  # the base install: no run was started
+        return code
+    fail_open_runs(message)
+    return code
+
+
+def _check_store(url: str | None, source: str) -> None:
+    """Open the store a command will write to before any work, so a bad URL costs no training run."""
+    if not url:
+        return
+    from robot_rl.store import open_store
+
+    try:
+        open_store(url).close()
+    except Exception as e:  # drivers raise their own types (sqlalchemy ArgumentError, OperationalError, ...)
+        raise UsageError(f"{source}={url!r}: cannot open the store ({type(e).__name__}: {_one_line(e)})") from None
+
+
+def _deploy_check(args: list[str]) -> int:
+    import contextlib
+    import io
+
+    try:
+        from robot_rl_ros import deploy_check
+    except ImportError as e:
+        return _fail(f"deploy check needs the ROS 2 package (pip install ./ros_nodes): {e}")
+    errors = io.StringIO()
+    try:  # argparse prints its usage and error over two lines: keep the error line
+        with contextlib.redirect_stderr(errors):
+            parsed = deploy_check.parse_args(args)  # reads the bundle's robot from its policy.yaml
+    except SystemExit as e:
+        if not e.code:  # --help
+            return 0
+        lines = [ln for ln in errors.getvalue().splitlines() if ln.strip()]
+        return _fail(f"deploy check: {lines[-1].split('error: ', 1)[-1] if lines else 'bad arguments'}")
+    except (OSError, ValueError) as e:  # an unreadable or binary policy.yaml
+        return _fail(f"deploy check: {args[0] if args else 'bundle'}: {type(e).__name__}: {_one_line(e)}")
+    if not Path(parsed.bundle, "policy.yaml").is_file():  # a typo, not a bundle that would block arming
+        return _fail(f"deploy check: no policy.yaml in {parsed.bundle}")
+    from robot_rl.config import ConfigError
+    from robot_rl.schema import DEPLOY_CHECK_RULES, check_options
+
+    try:
+        check_options(vars(parsed), DEPLOY_CHECK_RULES)
+    except ConfigError as e:
+        return _fail(f"deploy check: {e}")
+    return deploy_check.main(args)
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     from robot_rl.config import ConfigError
     from robot_rl.deploy.bundle import BundleError
+    from robot_rl.store import StoreError
     from robot_rl.training.checkpoint import CheckpointError
     from sim.backends.mujoco_batch import ModelError
 
-    errors = (UsageError, ConfigError, BundleError, CheckpointError, ModelError, FileNotFoundError)
+    # OSError: a path the user named cannot be read or written (missing, a directory, no permission);
+    # UnicodeDecodeError: a file the user named is binary where text (YAML, JSON) belongs
+    errors = (UsageError, ConfigError, BundleError, CheckpointError, ModelError, StoreError, OSError)
+    errors += (UnicodeDecodeError,)
     try:  # the guidance extra is optional
         from robot_rl.guidance.model_client import ModelError as ModelServerError
     except ImportError:
@@ -46,48 +109,56 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run one command; bad input ends with one line on stderr and exit code 2, never a traceback."""
+    import os
+
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:
+        return _fail("interrupted; the last checkpoint is intact", 130, prefix="robot-rl: ")
+    except Exception as e:  # a bug, not bad input: still one line (ROBOT_RL_DEBUG=1 shows the traceback)
+        if os.environ.get("ROBOT_RL_DEBUG"):
+            raise
+        return _fail(f"internal error ({type(e).__name__}: {_one_line(e)}); ROBOT_RL_DEBUG=1 shows where", 1)
+
+
+def _main(argv: list[str]) -> int:
+    import os
+
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
-        return 0 if argv else 2
+        return _fail("no command given") if not argv else 0
     command, args = argv[0], argv[1:]
-    if command == "dashboard":
-        from robot_rl.dashboard.server import main as dashboard_main
-
-        return dashboard_main(args)
     if command == "deploy":
         if not args or args[0] != "check":
-            print("robot-rl: error: usage: robot-rl deploy check BUNDLE [options]", file=sys.stderr)
-            return 2
-        try:
-            from robot_rl_ros.deploy_check import main as deploy_check_main
-        except ImportError as e:
-            print(f"robot-rl: error: deploy check needs the ROS 2 package (pip install ./ros_nodes): {e}",
-                  file=sys.stderr)  # fmt: skip
-            return 2
-        return deploy_check_main(args[1:])
+            return _fail("usage: robot-rl deploy check BUNDLE [options]")
+        return _deploy_check(args[1:])
     try:
         errors = _user_errors()
     except ImportError as e:  # the base install has no simulator: say which extra to add
-        print(
-            f"robot-rl: error: '{command}' needs the training extra (pip install 'robot-rl[train]'): {e}",
-            file=sys.stderr,
-        )
-        return 2
+        return _fail(f"'{command}' needs the training extra (pip install 'robot-rl[train]'): {e}")
     try:
+        if command == "dashboard":
+            from robot_rl.dashboard.server import main as dashboard_main
+
+            store = [a.split("=", 1)[1] for a in args if a.startswith("--store=")]
+            store += [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--store"]
+            if store:
+                _check_store(store[-1], "--store")
+            else:
+                _check_store(os.environ.get("ROBOT_RL_STORE"), "ROBOT_RL_STORE")
+            return dashboard_main(args)
         from robot_rl import commands
 
         handler = getattr(commands, f"cmd_{command}", None)
         if handler is None:
             raise UsageError(f"unknown command '{command}' (train, imitate, eval, play, export, sitl, dashboard, demo)")
+        if command not in ("sitl", "imitate"):  # the others index their run into the store
+            _check_store(os.environ.get("ROBOT_RL_STORE"), "ROBOT_RL_STORE")
         handler(args)
         return 0
     except errors as e:
-        print(f"robot-rl: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("robot-rl: interrupted; the last checkpoint is intact", file=sys.stderr)
-        return 130
+        return _fail(_one_line(e))
 
 
 if __name__ == "__main__":

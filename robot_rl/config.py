@@ -55,10 +55,16 @@ def _check_types(cfg, base, path: str = "") -> None:
 
 
 def load_config(overrides: list[str]) -> DictConfig:
+    """The composed config, refused with one line unless every value has its default's type and is in range."""
+    from robot_rl.schema import check_added_keys, check_ranges
+
     cfg = _compose(overrides)
     # Compare with the same group choices but no value overrides: catches 'train.iterations=abc'.
     choices = [o for o in overrides if o.split("=", 1)[0] in _groups()]
-    _check_types(cfg, _compose(choices))
+    base = _compose(choices)
+    _check_types(cfg, base)
+    check_added_keys(cfg, base)
+    check_ranges(cfg)
     return cfg
 
 

@@ -6,6 +6,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tensordict import TensorDict
 
+from robot_rl.config import ConfigError
 from sim.env import BatchedEnv, EnvConfig
 from sim.tasks import make_task
 
@@ -24,7 +25,10 @@ def make_env(
     torch.set_num_threads(int(cfg.backend.get("torch_threads", 1)))
     params = t.get("params")
     params = OmegaConf.to_container(params, resolve=True) if params else {}
-    task = make_task(t.name, action_mode=t.action_mode, **params)
+    try:  # the task dataclasses refuse bad options with ValueError (TypeError: an option they lack)
+        task = make_task(t.name, action_mode=t.action_mode, **params)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"task {t.name}: {e}") from None
     pick = lambda v, default: default if v is None else v  # noqa: E731
     env_cfg = EnvConfig(
         num_worlds=int(pick(num_worlds, t.num_worlds)),
@@ -38,13 +42,16 @@ def make_env(
         pushes=bool(pick(pushes, t.pushes)),
     )
     env = BatchedEnv(task, env_cfg)
-    if cfg.get("algo") is not None and cfg.algo.get("per_drone", False):
-        env = PerDroneEnv(env)
-    g = cfg.get("guidance")
-    if g is not None and g.name == "plan":  # the plan controller is part of the env the policy acts in
-        from robot_rl.guidance.planned_exploration import PlanGuidedEnv, plan_config
+    try:  # options that do not fit the task (per_drone on one drone, a plan without layouts) are ValueErrors
+        if cfg.get("algo") is not None and cfg.algo.get("per_drone", False):
+            env = PerDroneEnv(env)
+        g = cfg.get("guidance")
+        if g is not None and g.name == "plan":  # the plan controller is part of the env the policy acts in
+            from robot_rl.guidance.planned_exploration import PlanGuidedEnv, plan_config
 
-        env = PlanGuidedEnv(env, plan_config(OmegaConf.to_container(g, resolve=True)))
+            env = PlanGuidedEnv(env, plan_config(OmegaConf.to_container(g, resolve=True)))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     return env
 
 

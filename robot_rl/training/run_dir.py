@@ -10,6 +10,8 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from robot_rl.config import ConfigError
+
 PACKAGES = ("robot-rl", "torch", "mujoco", "rsl-rl-lib", "onnx", "onnxruntime", "hydra-core", "numpy")
 
 
@@ -52,11 +54,45 @@ def new_run_name(task: str, algo: str, seed: int) -> str:
 
 def read_meta(run_dir: Path) -> dict:
     p = Path(run_dir) / "meta.json"
-    return json.loads(p.read_text()) if p.is_file() else {}
+    if not p.is_file():
+        return {}
+    try:
+        meta = json.loads(p.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{p} is not valid JSON ({e})") from None
+    if not isinstance(meta, dict):
+        raise ConfigError(f"{p} is not a JSON object")
+    return meta
 
 
 def update_meta(run_dir: Path, **fields) -> dict:
     meta = read_meta(run_dir)
     meta.update(fields)
     write_json_atomic(Path(run_dir) / "meta.json", meta)
+    if meta.get("status") != "running":
+        _OPEN_RUNS.discard(Path(run_dir))
     return meta
+
+
+# Runs this process marked "running" and has not finished: an error on the way out marks them failed.
+_OPEN_RUNS: set[Path] = set()
+
+
+def begin_run(run_dir: Path, meta: dict) -> None:
+    """Write a new run's meta.json with status running; fail_open_runs closes it if the command dies."""
+    write_json_atomic(Path(run_dir) / "meta.json", {**meta, "status": "running"})
+    _OPEN_RUNS.add(Path(run_dir))
+
+
+def fail_open_runs(error: str) -> list[Path]:
+    """Mark every run this process began and did not finish as failed, with the error's one line."""
+    failed = []
+    for run_dir in sorted(_OPEN_RUNS):
+        try:
+            if read_meta(run_dir).get("status") == "running":
+                update_meta(run_dir, status="failed", finished_at=now_iso(), error=error)
+                failed.append(run_dir)
+        except (OSError, ConfigError):  # the run directory is gone or its meta.json broken: nothing to mark
+            pass
+    _OPEN_RUNS.clear()
+    return failed
