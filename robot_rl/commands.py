@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from robot_rl.config import ConfigError, expand_sweep, load_config, to_yaml
 from robot_rl.envs import make_env
-from robot_rl.training.checkpoint import latest_checkpoint, load_checkpoint
+from robot_rl.training.checkpoint import latest_checkpoint, load_checkpoint, task_config_hash, task_record
 from robot_rl.training.run_dir import (
     git_revision,
     new_run_name,
@@ -92,7 +92,7 @@ def cmd_train(args: list[str]) -> list[Path]:
     sweeps = expand_sweep(args) if multirun else [args]
     for overrides in sweeps:  # validate every combination before spending time on any
         load_config(overrides)
-    return [train_one(load_config(o)) for o in sweeps]
+    return [train_one(load_config(o), o) for o in sweeps]
 
 
 def reward_name(cfg: DictConfig) -> str:
@@ -144,19 +144,22 @@ def _start_run(run_dir: Path, cfg: DictConfig, **meta) -> None:
     })  # fmt: skip
 
 
-def train_one(cfg: DictConfig) -> Path:
+def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
+    """overrides: the command line's, so that resume= says what it applies and what it ignores."""
     from torch.utils.tensorboard import SummaryWriter
 
     from robot_rl.training.ppo_trainer import PPOTrainer
+    from robot_rl.training.resume import resume_config
 
     t_setup = time.perf_counter()
     resuming = bool(cfg.resume)
     if resuming:
         run_dir = Path(cfg.resume)
-        iterations = int(cfg.train.iterations)
-        cfg = _run_config(run_dir, [])
-        cfg.train.iterations = max(iterations, int(cfg.train.iterations))
+        given, cfg = cfg, _run_config(run_dir, [])
         checkpoint = latest_checkpoint(run_dir)
+        # refuses an edited task config; train.iterations / save_every / progress apply, other overrides do not
+        for line in resume_config(cfg, given, list(overrides), checkpoint, run_dir / "config.yaml"):
+            print(line)
     else:
         name = cfg.run_name or new_run_name(cfg.task.name, cfg.algo.name, int(cfg.seed))
         run_dir = Path(cfg.runs_root) / name
@@ -175,7 +178,8 @@ def train_one(cfg: DictConfig) -> Path:
     attach_guidance(cfg, env, run_dir)
     env.stagger_episodes()
     writer = SummaryWriter(log_dir=str(run_dir / "tb"), flush_secs=5)
-    trainer = PPOTrainer(env, OmegaConf.to_container(cfg.algo, resolve=True), run_dir=run_dir, writer=writer)
+    trainer = PPOTrainer(env, OmegaConf.to_container(cfg.algo, resolve=True), run_dir=run_dir, writer=writer,
+                         config_hash=task_config_hash(cfg.task))  # fmt: skip
     if checkpoint is not None:
         trainer.load(checkpoint, fine_tune=not resuming)
         how = "resuming" if resuming else "initialised"
@@ -235,7 +239,7 @@ def imitate_one(cfg: DictConfig, dagger) -> Path:
     except ValueError as e:
         raise ConfigError(str(e)) from None
     env.stagger_episodes()  # episodes end at different times: the samples cover every phase of a flight
-    trainer = PPOTrainer(env, OmegaConf.to_container(cfg.algo, resolve=True))
+    trainer = PPOTrainer(env, OmegaConf.to_container(cfg.algo, resolve=True), config_hash=task_config_hash(cfg.task))
     _start_run(run_dir, cfg, kind="imitation", imitation=asdict(dagger))
     worlds = getattr(env, "num_worlds", env.num_envs)
     print(f"imitate: {run_dir}  ({worlds} worlds, {dagger.rounds} DAgger rounds x {dagger.steps_per_round} "
@@ -315,7 +319,8 @@ def evaluate_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | Non
         actor, _ = _load_actor(cfg, run_dir, checkpoint)
         act = torch_policy(actor)
     if hasattr(env, "load_guidance_state") and kind != "zero":  # the options as the checkpoint left them
-        restore_guidance(env, load_checkpoint(Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)))
+        path = Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)
+        restore_guidance(env, load_checkpoint(path, expect=task_record(env.task)))
     t0 = time.perf_counter()
     result = evaluate(env, act, progress=True)
     name = name or f"{kind}_{e.randomization}"

@@ -19,7 +19,15 @@ from rsl_rl.algorithms import PPO
 from tqdm import tqdm
 
 from robot_rl.config import ConfigError
-from robot_rl.training.checkpoint import load_checkpoint, save_atomic
+from robot_rl.training.checkpoint import (
+    RECORD_KEY,
+    CheckpointError,
+    load_checkpoint,
+    numpy_rng_from_plain,
+    numpy_rng_to_plain,
+    save_atomic,
+    task_record,
+)
 
 
 def rsl_rl_config(algo: dict, task=None) -> dict:
@@ -79,7 +87,7 @@ def rsl_rl_config(algo: dict, task=None) -> dict:
 def rng_state(env) -> dict:
     return {
         "torch": torch.get_rng_state(),
-        "numpy": np.random.get_state(),
+        "numpy": numpy_rng_to_plain(np.random.get_state()),  # tensors and ints: checkpoints are data only
         "python": random.getstate(),
         "env": env.rng.get_state(),
     }
@@ -87,7 +95,7 @@ def rng_state(env) -> dict:
 
 def set_rng_state(env, state: dict) -> None:
     torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
+    np.random.set_state(numpy_rng_from_plain(state["numpy"]))
     random.setstate(state["python"])
     env.rng.set_state(state["env"])
 
@@ -102,8 +110,12 @@ def restore_guidance(env, checkpoint: dict) -> None:
 
 
 class PPOTrainer:
-    def __init__(self, env, algo: dict, run_dir: Path | None = None, writer=None):
+    def __init__(self, env, algo: dict, run_dir: Path | None = None, writer=None, config_hash: str | None = None):
+        """config_hash: checkpoint.task_config_hash of the run's task section, recorded in every checkpoint so
+        that resume can tell an edited config.yaml."""
         self.env = env
+        # what checkpoints record, and what a checkpoint loaded into this trainer must match (task, robot, layout)
+        self.record = task_record(env.task, config_hash)
         self.algo_cfg = dict(algo)
         self.cfg = rsl_rl_config(algo, getattr(env, "task", None))
         self.run_dir = Path(run_dir) if run_dir else None
@@ -127,7 +139,7 @@ class PPOTrainer:
         if not path:
             raise ConfigError("algo.anchor_coef > 0 needs algo.anchor: the checkpoint whose policy anchors it")
         anchor = copy.deepcopy(self.alg.actor)
-        anchor.load_state_dict(load_checkpoint(Path(path))["actor_state_dict"], strict=True)
+        anchor.load_state_dict(load_checkpoint(Path(path), expect=self.record)["actor_state_dict"], strict=True)
         anchor.eval()
         for p in anchor.parameters():
             p.requires_grad_(False)
@@ -172,6 +184,7 @@ class PPOTrainer:
             algo=self.algo_cfg,
             actor_cfg=self.cfg["actor"],
         )
+        d[RECORD_KEY] = self.record.to_dict()
         if hasattr(self.env, "guidance_state"):  # what a guided env learned online (planned exploration)
             d["guidance"] = self.env.guidance_state()
         return d
@@ -182,8 +195,12 @@ class PPOTrainer:
     def load(self, path: Path, fine_tune: bool = False) -> None:
         """Continue from a checkpoint. fine_tune (a new run, init_from): a learning rate configured differently
         from the checkpoint's run is the new run's intent and replaces the one training had reached."""
-        d = load_checkpoint(path)
-        self.alg.load(d, None, strict=True)
+        d = load_checkpoint(path, expect=self.record)  # another task's checkpoint is refused here
+        try:
+            self.alg.load(d, None, strict=True)
+        except (RuntimeError, KeyError, ValueError) as e:  # same task, other networks (algo sizes, actor kind)
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise CheckpointError(f"checkpoint {path} does not fit this run's networks: {first}") from None
         lr = float(d["learning_rate"])
         configured = float(self.algo_cfg["learning_rate"])
         if fine_tune and configured != float(d.get("algo", {}).get("learning_rate", configured)):
