@@ -10,12 +10,14 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from robot_rl.config import ConfigError, expand_sweep, load_config, to_yaml
 from robot_rl.envs import make_env
+from robot_rl.schema import check_ranges
 from robot_rl.training.checkpoint import latest_checkpoint, load_checkpoint, task_config_hash, task_record
 from robot_rl.training.run_dir import (
+    begin_run,
     git_revision,
     new_run_name,
     now_iso,
@@ -48,13 +50,18 @@ def _run_config(run_dir: Path, overrides: list[str]) -> DictConfig:
     path = run_dir / "config.yaml"
     if not path.is_file():
         raise FileNotFoundError(f"{run_dir} is not a run directory (no config.yaml)")
-    cfg = OmegaConf.load(path)
+    cfg = _load_run_yaml(path)
     for o in overrides:
         key, value = o.split("=", 1)
         old = OmegaConf.select(cfg, key, default="__missing__")
         if old == "__missing__":
             raise ConfigError(f"unknown config key '{key}'")
-        new = yaml.safe_load(value) if not isinstance(old, str) else value
+        if isinstance(old, (DictConfig, ListConfig)):  # a run's task, algo, ...: the checkpoint was trained on them
+            raise ConfigError(f"{key} is a group a trained run keeps; override single values (eval.episodes=256)")
+        try:
+            new = yaml.safe_load(value) if not isinstance(old, str) else value
+        except yaml.YAMLError:
+            raise ConfigError(f"{key}: cannot parse {value!r}") from None
         if (
             isinstance(old, bool)
             and not isinstance(new, bool)
@@ -62,6 +69,21 @@ def _run_config(run_dir: Path, overrides: list[str]) -> DictConfig:
         ):
             raise ConfigError(f"{key}: expected {type(old).__name__}, got {value!r}")
         OmegaConf.update(cfg, key, new)
+    check_ranges(cfg)
+    return cfg
+
+
+def _load_run_yaml(path: Path) -> DictConfig:
+    """A run's config.yaml, or one line saying why it cannot be one (bad YAML, binary, not a run config)."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        cfg = OmegaConf.load(path)
+    except (yaml.YAMLError, UnicodeDecodeError, OmegaConfBaseException) as e:
+        raise ConfigError(f"{path} is not a valid config ({' '.join(str(e).split())})") from None
+    missing = [k for k in ("task", "algo", "eval") if not isinstance(cfg, DictConfig) or k not in cfg]
+    if missing or not isinstance(cfg.task, DictConfig) or "name" not in cfg.task:
+        raise ConfigError(f"{path} is not a robot_rl run config (no {', '.join(missing) or 'task.name'})")
     return cfg
 
 
@@ -137,7 +159,7 @@ def _start_run(run_dir: Path, cfg: DictConfig, **meta) -> None:
     """Create a new run directory: its config.yaml and a meta.json marked running (meta adds fields)."""
     run_dir.mkdir(parents=True)
     (run_dir / "config.yaml").write_text(to_yaml(cfg))
-    write_json_atomic(run_dir / "meta.json", {
+    begin_run(run_dir, {
         "run_name": run_dir.name, "task": cfg.task.name, "algo": cfg.algo.name, **meta,
         "seed": int(cfg.seed), "git_revision": git_revision(), "versions": package_versions(),
         "started_at": now_iso(), "status": "running",
@@ -209,6 +231,8 @@ def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
 def cmd_imitate(args: list[str]) -> Path:
     """DAgger warm start: imitation.<field>=value set robot_rl.training.imitation.DaggerConfig, the rest are
     the train command's overrides (task, algo, seed, task.num_worlds, runs_root, run_name)."""
+    from dataclasses import asdict
+
     from robot_rl.training.imitation import dagger_config
 
     settings = {a.split("=", 1)[0].removeprefix("imitation."): a.split("=", 1)[1]
@@ -217,6 +241,7 @@ def cmd_imitate(args: list[str]) -> Path:
         dagger = dagger_config(settings)
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    check_ranges({"imitation": asdict(dagger)})
     return imitate_one(load_config([a for a in args if not a.startswith("imitation.")]), dagger)
 
 
@@ -343,6 +368,8 @@ def cmd_export(args: list[str]) -> Path:
     opts, overrides = _split(args, ("run", "checkpoint"))
     if "run" not in opts:
         raise ConfigError("export needs run=<run directory>")
+    if overrides:  # the bundle is the trained policy as it is: nothing to override
+        raise ConfigError(f"export takes run= and checkpoint=, not {overrides[0].split('=')[0]}=")
     return export_run(Path(opts["run"]), opts.get("checkpoint"))
 
 
@@ -392,10 +419,20 @@ def play_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | None = 
 
 # -- sitl ---------------------------------------------------------------------------------------------
 def cmd_sitl(args: list[str]) -> dict:
-    opts, _ = _split(args, ("bundle", "seconds", "ros", "out"))
+    opts, rest = _split(args, ("bundle", "seconds", "ros", "out"))
+    if rest:
+        raise ConfigError(f"sitl takes bundle=, seconds=, ros= and out=, not {rest[0].split('=')[0]}=")
     if "bundle" not in opts:
         raise ConfigError("sitl needs bundle=<bundle directory>")
-    return fly_sitl(Path(opts["bundle"]), float(opts.get("seconds", 10.0)), opts.get("ros", "auto"),
+    try:
+        seconds = float(opts.get("seconds", 10.0))
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds <= 3600:
+        raise ConfigError(f"sitl seconds={opts['seconds']!r} is out of range: allowed a number in (0, 3600]")
+    if opts.get("ros", "auto") not in ("auto", "true", "false"):
+        raise ConfigError(f"sitl ros={opts['ros']!r} is not allowed: one of auto, true, false")
+    return fly_sitl(Path(opts["bundle"]), seconds, opts.get("ros", "auto"),
                     Path(opts["out"]) if "out" in opts else None)  # fmt: skip
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from pathlib import Path
 
@@ -54,14 +55,19 @@ def _check_types(cfg, base, path: str = "") -> None:
         raise ConfigError(f"{path}: expected {expected.__name__}, got {cfg!r}")
 
 
+@functools.lru_cache(maxsize=32)
+def _defaults(choices: tuple[str, ...]) -> DictConfig:
+    """The composition of the group choices alone (read only; cached: sweeps and tests compose it often)."""
+    return _compose(list(choices))
+
+
 def load_config(overrides: list[str]) -> DictConfig:
     """The composed config, refused with one line unless every value has its default's type and is in range."""
     from robot_rl.schema import check_added_keys, check_ranges
 
     cfg = _compose(overrides)
     # Compare with the same group choices but no value overrides: catches 'train.iterations=abc'.
-    choices = [o for o in overrides if o.split("=", 1)[0] in _groups()]
-    base = _compose(choices)
+    base = _defaults(tuple(o for o in overrides if o.split("=", 1)[0] in _groups()))
     _check_types(cfg, base)
     check_added_keys(cfg, base)
     check_ranges(cfg)
