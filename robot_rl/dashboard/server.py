@@ -17,6 +17,7 @@ import re
 import socket
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -27,6 +28,8 @@ import yaml
 
 from robot_rl.dashboard.tb import ScalarReader
 from robot_rl.store import Store, StoreError, index_runs_root, open_store
+from robot_rl.store.paths import ARTIFACT_DIRS, Refused, in_artifact_dir, resolve_file, run_dir_in
+from robot_rl.store.store import LEADERBOARD_LIMIT, MAX_LEADERBOARD_LIMIT
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +41,6 @@ STATIC_FILES = {
     "plot.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
 }
-# Run subdirectories whose files the page may fetch; the TensorBoard logs, the store and
-# anything else under the runs root stay private.
-ARTIFACT_DIRS = {"videos", "guidance", "bundle", "eval", "checkpoints"}
 # Known types only; anything else is served as an inert download. HTML/SVG are deliberately
 # not mapped to their types, so a file dropped into a run directory cannot run script here.
 ARTIFACT_TYPES = {
@@ -68,6 +68,9 @@ PAGE_CSP = (
 )
 ARTIFACT_CSP = "default-src 'none'; sandbox"
 MAX_PLAN_BYTES = 2 * 1024 * 1024
+# A config.yaml is a few hundred keys; YAML aliases can make a small file a huge tree to walk.
+MAX_CONFIG_KEYS = 5000
+MAX_CONFIG_DEPTH = 32
 _RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
@@ -91,14 +94,17 @@ def _json_safe(obj: Any) -> Any:
     return obj
 
 
-def _flatten(obj: Any, prefix: str = "", out: dict[str, str] | None = None) -> dict[str, str]:
-    """Dotted keys -> compact values, for the side-by-side config diff."""
+def _flatten(obj: Any, prefix: str = "", out: dict[str, str] | None = None, depth: int = 0) -> dict[str, str]:
+    """Dotted keys -> compact values, for the side-by-side config diff (bounded in keys and depth)."""
     out = {} if out is None else out
-    if isinstance(obj, Mapping):
+    if isinstance(obj, Mapping) and depth < MAX_CONFIG_DEPTH:
         for k, v in obj.items():
-            _flatten(v, f"{prefix}.{k}" if prefix else str(k), out)
-    else:
-        out[prefix or "(value)"] = json.dumps(obj, default=str) if not isinstance(obj, str) else obj
+            if len(out) >= MAX_CONFIG_KEYS:
+                break
+            _flatten(v, f"{prefix}.{k}" if prefix else str(k), out, depth + 1)
+    elif len(out) < MAX_CONFIG_KEYS:
+        text = obj if isinstance(obj, str) else json.dumps(obj, default=str)
+        out[prefix or "(value)"] = text[:1000]
     return out
 
 
@@ -115,32 +121,45 @@ def _fully_decoded(segment: str) -> str:
     return segment
 
 
-def resolve_artifact(runs_root: Path, raw_path: str) -> Path | None:
-    """Map the still-encoded part of ``/artifacts/<run>/<rel>`` to a file, or None to refuse.
+def artifact_path(runs_root: Path, raw_path: str) -> Path:
+    """Map the still-encoded part of ``/artifacts/<run>/<rel>`` to the file to serve.
 
-    Refuses: empty, ``.`` or ``..`` segments (also when percent-encoded once or several times),
-    separators or NUL hidden in a segment, directories outside ``ARTIFACT_DIRS``, and any path
-    whose real location (after symlinks) is not inside the runs root.
+    Raises FileNotFoundError (404) for: empty, ``.`` or ``..`` segments (also when
+    percent-encoded once or several times), separators or NUL hidden in a segment, directories
+    outside ``ARTIFACT_DIRS``, a run that is not a real directory under the runs root, and
+    missing files. Raises Refused (403, with the reason) when the file's real location (every
+    symlink followed) is outside its own run or outside the run's artifact directories (a link to
+    the store database, to another run, to ``/``, or to the run's private ``tb/``), or is not a
+    regular file.
     """
     segments = raw_path.split("/")
     if len(segments) < 3:
-        return None
+        raise FileNotFoundError(raw_path)
     decoded = []
     for raw in segments:
         once = unquote(raw)
         deep = _fully_decoded(raw)
         for s in (once, deep):
             if s in ("", ".", "..") or "/" in s or "\\" in s or "\x00" in s:
-                return None
+                raise FileNotFoundError(raw_path)
         decoded.append(once)
     if decoded[1] not in ARTIFACT_DIRS:
-        return None
-    real_root = Path(os.path.realpath(runs_root))
-    real = Path(os.path.realpath(real_root.joinpath(*decoded)))
-    # realpath resolved every symlink: the target itself must lie inside the runs root.
-    if not real.is_relative_to(real_root) or not real.is_file():
-        return None
+        raise FileNotFoundError(raw_path)
+    run_dir = run_dir_in(runs_root, decoded[0])
+    if run_dir is None:
+        raise FileNotFoundError(raw_path)
+    real, _ = resolve_file(run_dir, run_dir.joinpath(*decoded[1:]))
+    if not in_artifact_dir(run_dir, real):
+        raise Refused(f"{'/'.join(decoded[1:])} leads out of the run's artifact directories")
     return real
+
+
+def resolve_artifact(runs_root: Path, raw_path: str) -> Path | None:
+    """``artifact_path``, or None for anything it refuses."""
+    try:
+        return artifact_path(runs_root, raw_path)
+    except (Refused, OSError):
+        return None
 
 
 class DashboardServer(ThreadingHTTPServer):
@@ -165,12 +184,17 @@ class DashboardServer(ThreadingHTTPServer):
 
     def _rescan_loop(self, interval: float) -> None:
         # Picks up runs that training writes while the dashboard is open; the fingerprint
-        # check makes an unchanged run cost a few stat() calls.
-        while not self._stop.wait(interval):
+        # check makes an unchanged run cost a few stat() calls. With many runs a pass takes a
+        # while (about 2 s for 10,000 here): waiting at least twice that between passes keeps
+        # the re-indexer to a third of a core, whatever the runs root holds.
+        wait = interval
+        while not self._stop.wait(wait):
+            start = time.monotonic()
             try:
                 index_runs_root(self.store, self.runs_root)
             except Exception:  # noqa: BLE001 - keep serving whatever is indexed
                 log.exception("re-indexing %s failed", self.runs_root)
+            wait = max(interval, 2.0 * (time.monotonic() - start))
 
     def server_close(self) -> None:
         self._stop.set()
@@ -268,12 +292,21 @@ class DashboardHandler(BaseHTTPRequestHandler):
     # -- API ------------------------------------------------------------------------------------
 
     def _api_leaderboard(self, q: Mapping[str, str]) -> None:
+        try:
+            limit = int(q.get("limit", LEADERBOARD_LIMIT))
+            offset = int(q.get("offset", "0"))
+        except ValueError:
+            return self._error(400, "limit and offset must be integers")
+        if not 1 <= limit <= MAX_LEADERBOARD_LIMIT or not 0 <= offset <= 10**9:
+            return self._error(400, f"limit must be in 1..{MAX_LEADERBOARD_LIMIT} and offset in 0..1000000000")
         board = self.server.store.leaderboard(
             task=q.get("task") or None,
             algo=q.get("algo") or None,
             reward=q.get("reward") or None,
             guidance=q.get("guidance") or None,
             randomization=q.get("randomization") or None,
+            limit=limit,
+            offset=offset,
         )
         self._send_json(board)
 
@@ -290,7 +323,7 @@ class DashboardHandler(BaseHTTPRequestHandler):
         if run.get("config_yaml"):
             try:
                 config_flat = _flatten(yaml.safe_load(run["config_yaml"]))
-            except yaml.YAMLError:
+            except (yaml.YAMLError, RecursionError, ValueError):
                 config_flat = {}
         run["config_flat"] = config_flat
         run["plan"] = self._read_plan(name, run["artifacts"])
@@ -309,20 +342,12 @@ class DashboardHandler(BaseHTTPRequestHandler):
                 return {"error": "plan.json is not valid JSON (still being written?)"}
         return None
 
-    def _run_dir(self, name: str) -> Path | None:
-        """The run's directory under the runs root, by name only: the store's run_dir column
-        is never trusted to point anywhere."""
-        if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
-            return None
-        real_root = Path(os.path.realpath(self.server.runs_root))
-        real = Path(os.path.realpath(real_root / name))
-        return real if real.is_relative_to(real_root) and real.is_dir() else None
-
     def _api_scalars(self, q: Mapping[str, str]) -> None:
-        run_dir = self._run_dir(q.get("name", ""))
+        # The run's directory by name only: the store's run_dir column is never trusted.
+        run_dir = run_dir_in(self.server.runs_root, q.get("name", ""))
         if run_dir is None:
             return self._send_json({"status": "no-logs", "tags": {}})
-        self._send_json(self.server.scalars.read(run_dir / "tb"))
+        self._send_json(self.server.scalars.read(run_dir))
 
     def _api_episodes(self, q: Mapping[str, str]) -> None:
         try:
@@ -334,8 +359,12 @@ class DashboardHandler(BaseHTTPRequestHandler):
     # -- artifacts ------------------------------------------------------------------------------
 
     def _artifact(self, raw: str) -> None:
-        path = resolve_artifact(self.server.runs_root, raw)
-        if path is None:
+        try:
+            path = artifact_path(self.server.runs_root, raw)
+        except Refused as exc:
+            log.warning("refused /artifacts/%s: %s", raw[:200], exc)
+            return self._error(403, f"refused: {exc}")
+        except OSError:
             return self._error(404, "not found")
         ctype = ARTIFACT_TYPES.get(path.suffix.lower(), "application/octet-stream")
         st = path.stat()

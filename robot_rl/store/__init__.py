@@ -2,7 +2,7 @@
 
 from robot_rl.store.indexer import index_run, index_runs_root
 from robot_rl.store.schema import SCHEMA_VERSION
-from robot_rl.store.stats import mean_ci95, wilson_ci95
+from robot_rl.store.stats import mean_ci95, mean_ci95_from_sums, wilson_ci95
 from robot_rl.store.store import DEFAULT_FILENAME, Store, StoreError, open_store
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "index_run",
     "index_runs_root",
     "mean_ci95",
+    "mean_ci95_from_sums",
     "open_store",
     "wilson_ci95",
 ]

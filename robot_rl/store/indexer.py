@@ -7,6 +7,7 @@ on the next pass, because the fingerprint (sizes and mtimes) will have changed b
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import logging
 import os
@@ -15,13 +16,16 @@ from typing import Any
 
 import yaml
 
+from robot_rl.store.paths import Entry, RunScan, in_artifact_dir, scan_run
 from robot_rl.store.store import DEFAULT_FILENAME, Store
+from robot_rl.store.validate import evaluation_problem
 
 log = logging.getLogger(__name__)
 
 MAX_TEXT_BYTES = 2 * 1024 * 1024  # a resolved config is a few KB; refuse to slurp a huge file
+MAX_EVAL_BYTES = 16 * 1024 * 1024  # about 150,000 per-episode rows
 _RUN_MARKERS = ("meta.json", "config.yaml", "eval", "tb")
-# Subdirectory -> (glob, artifact kind). Only these reach the dashboard's artifact list.
+# Subdirectory -> (patterns, artifact kind per pattern). Only these reach the dashboard's list.
 _ARTIFACT_GLOBS: list[tuple[str, str, str]] = [
     ("videos", "*.mp4", "video"),
     ("videos", "*.webm", "video"),
@@ -33,58 +37,73 @@ _ARTIFACT_GLOBS: list[tuple[str, str, str]] = [
     ("bundle", "policy.yaml", "policy_yaml"),
     ("checkpoints", "*.pt", "checkpoint"),
 ]
+_SUBDIRS: dict[str, list[str]] = {"eval": ["*.json"]}
+for _sub, _pattern, _ in _ARTIFACT_GLOBS:
+    _SUBDIRS.setdefault(_sub, []).append(_pattern)
+_TOP_FILES = ("meta.json", "config.yaml")
+# libyaml's loader where PyYAML has it: the pure-Python one spends ~30 ms on a 1 KB config,
+# which is most of indexing 10,000 runs. Both are safe loaders (plain data, no objects).
+_YAMLLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# Warned-about symlinked run directories: the re-indexer passes every few seconds.
+_warned: set[str] = set()
 
 
 def is_run_dir(path: Path) -> bool:
     return path.is_dir() and any((path / m).exists() for m in _RUN_MARKERS)
 
 
-def _read_text(path: Path) -> str | None:
+def _read_bytes(path: Path, limit: int) -> bytes:
+    """At most ``limit`` bytes of a regular file; raises ValueError beyond that."""
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit // (1024 * 1024)} MiB")
+    return data
+
+
+def _read_text(path: Path, limit: int = MAX_TEXT_BYTES) -> str | None:
     try:
-        if path.stat().st_size > MAX_TEXT_BYTES:
-            log.warning("skipping %s: larger than %d bytes", path, MAX_TEXT_BYTES)
-            return None
-        return path.read_text(encoding="utf-8", errors="replace")
+        return _read_bytes(path, limit).decode("utf-8", errors="replace")
+    except ValueError as exc:
+        log.warning("skipping %s: %s", path, exc)
     except OSError:
-        return None
+        pass
+    return None
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _parse_json(text: str) -> Any:
+    """json.loads, with every way hostile text fails it turned into ValueError (one message)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("not valid JSON: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, and ints past Python's digit limit
+        raise ValueError(f"not valid JSON ({str(exc).splitlines()[0][:120]})") from None
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
     text = _read_text(path)
     if text is None:
-        return None
+        return {}
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError:
+        obj = _parse_json(text)
+    except ValueError:
         # Most likely still being written; the next pass will see the whole file.
         log.info("skipping half-written or invalid JSON %s", path)
-        return None
-    return obj if isinstance(obj, dict) else None
+        return {}
+    return obj if isinstance(obj, dict) else {}
 
 
-def _inside(path: Path, root: Path) -> bool:
+def _read_evaluation(entry: Entry) -> tuple[dict[str, Any] | None, str | None]:
+    """(evaluation, None) or (None, why it is invalid)."""
     try:
-        return Path(os.path.realpath(path)).is_relative_to(root)
-    except OSError:
-        return False
-
-
-def _stat_key(path: Path, base: Path) -> list[Any] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return [path.relative_to(base).as_posix(), st.st_size, st.st_mtime_ns]
-
-
-def _fingerprint(run_dir: Path) -> str:
-    """Sizes and mtimes of everything the index reads: unchanged means nothing to do."""
-    files: list[Path] = [run_dir / "meta.json", run_dir / "config.yaml"]
-    files += sorted((run_dir / "eval").glob("*.json"))
-    for sub, pattern, _ in _ARTIFACT_GLOBS:
-        files += sorted((run_dir / sub).glob(pattern))
-    keys = [k for f in files if (k := _stat_key(f, run_dir)) is not None]
-    return json.dumps(keys, separators=(",", ":"))
+        ev = _parse_json(_read_bytes(entry.real, MAX_EVAL_BYTES).decode("utf-8", errors="replace"))
+    except ValueError as exc:
+        return None, str(exc)
+    except OSError as exc:
+        return None, f"unreadable ({exc.strerror or exc})"
+    problem = evaluation_problem(ev)
+    return (None, problem) if problem else (ev, None)
 
 
 def _from_config(config: Any, key: str) -> Any:
@@ -96,33 +115,51 @@ def _from_config(config: Any, key: str) -> Any:
     return value
 
 
+def _fingerprint(scan: RunScan) -> str:
+    """Sizes and mtimes of everything the index reads (and what it refused): unchanged means
+    nothing to do."""
+    keys: list[Any] = [[e.relpath, e.size, e.mtime_ns] for e in scan.files.values()]
+    keys += [[e.relpath, e.size, e.mtime_ns] for entries in scan.listing.values() for e in entries]
+    keys += sorted(scan.refused)
+    return json.dumps(keys, separators=(",", ":"))
+
+
 def index_run(store: Store, run_dir: str | os.PathLike[str], *, force: bool = False) -> str | None:
     """Upsert one run directory (run, evaluations, episodes, artifacts) into ``store``.
 
     Returns the run name, or None when ``run_dir`` does not look like a run. Re-running it on an
-    unchanged directory writes nothing.
+    unchanged directory writes nothing. Files whose real location is outside the run are not
+    read; a malformed evaluation file is recorded as an invalid evaluation (one log line).
     """
-    run_dir = Path(run_dir)
-    if not is_run_dir(run_dir):
+    return _index_run(store, Path(os.path.realpath(run_dir)), force=force, known=None, use_known=False)
+
+
+def _index_run(store: Store, run_dir: Path, *, force: bool, known: str | None, use_known: bool) -> str | None:
+    """``run_dir`` is the real directory (no symlinks left in it)."""
+    scan = scan_run(run_dir, _TOP_FILES, _SUBDIRS, _RUN_MARKERS)
+    if not scan.marked:
         return None
     # The directory name is the key the dashboard serves artifacts under, so it wins over
     # meta.json's run_name should the two ever differ (meta's copy is kept in meta_json).
     name = run_dir.name
-    fingerprint = _fingerprint(run_dir)
-    if not force and store.get_fingerprint(name) == fingerprint:
+    fingerprint = _fingerprint(scan)
+    stored = known if use_known else store.get_fingerprint(name)
+    if not force and stored == fingerprint:
         return name
+    for reason in scan.refused:
+        log.warning("run %s: refused %s", name, reason)
 
-    meta = _read_json(run_dir / "meta.json") or {}
-    config_text = _read_text(run_dir / "config.yaml")
+    meta = _read_meta(scan.files["meta.json"].real) if "meta.json" in scan.files else {}
+    config_text = _read_text(scan.files["config.yaml"].real) if "config.yaml" in scan.files else None
     config: Any = None
     if config_text:
         try:
-            config = yaml.safe_load(config_text)  # safe_load: never construct objects from a file
-        except yaml.YAMLError:
+            config = yaml.load(config_text, Loader=_YAMLLoader)  # a safe loader: never constructs objects
+        except (yaml.YAMLError, RecursionError, ValueError):
             config = None
     status = meta.get("status") or ("running" if not meta.get("finished_at") else "finished")
     fields: dict[str, Any] = {
-        "run_dir": str(run_dir.resolve()),
+        "run_dir": str(run_dir),
         "task": meta.get("task") or _from_config(config, "task"),
         "algo": meta.get("algo") or _from_config(config, "algo"),
         "reward": meta.get("reward") or _from_config(config, "reward"),
@@ -140,52 +177,80 @@ def index_run(store: Store, run_dir: str | os.PathLike[str], *, force: bool = Fa
     }
 
     evaluations: list[tuple[dict[str, Any], float]] = []
-    for path in sorted((run_dir / "eval").glob("*.json")):
-        ev = _read_json(path)
+    invalid: list[tuple[str, str, float]] = []
+    for entry in scan.listing["eval"]:
+        stem = Path(entry.relpath).stem
+        ev, problem = _read_evaluation(entry)
         if ev is None:
+            log.warning("run %s: evaluation %s is invalid: %s", name, entry.relpath, problem)
+            invalid.append((stem, problem or "invalid", entry.mtime))
             continue
-        ev.setdefault("name", path.stem)
-        evaluations.append((ev, path.stat().st_mtime))
+        if not ev.get("name"):
+            ev["name"] = stem
+        evaluations.append((ev, entry.mtime))
 
-    root = Path(os.path.realpath(run_dir))
     artifacts: list[dict[str, Any]] = []
     seen: set[str] = set()
     for sub, pattern, kind in _ARTIFACT_GLOBS:
-        for path in sorted((run_dir / sub).glob(pattern)):
-            rel = path.relative_to(run_dir).as_posix()
-            # A symlink leading out of the run is not an artifact of it; the server refuses
-            # such paths anyway, this keeps them out of the page too.
-            if rel in seen or not path.is_file() or not _inside(path, root):
+        for e in scan.listing[sub]:
+            if e.relpath in seen or not fnmatch.fnmatchcase(e.relpath.rsplit("/", 1)[-1], pattern):
                 continue
-            seen.add(rel)
-            st = path.stat()
-            artifacts.append({"kind": kind, "relpath": rel, "size_bytes": st.st_size, "mtime": st.st_mtime})
+            seen.add(e.relpath)
+            if not in_artifact_dir(run_dir, e.real):  # e.g. a link to the run's own tb/ or meta.json
+                log.warning("run %s: refused %s: leads out of the run's artifact directories", name, e.relpath)
+                continue
+            artifacts.append({"kind": kind, "relpath": e.relpath, "size_bytes": e.size, "mtime": e.mtime})
 
     with store.transaction() as tx:
         run_id = store._upsert_run(tx, name, fields)
+        store._drop_invalid_evaluations(tx, run_id)
         for ev, mtime in evaluations:
             store._upsert_evaluation(tx, run_id, ev, created_at=mtime)
+        for ev_name, reason, mtime in invalid:
+            store._record_invalid_evaluation(tx, run_id, ev_name, reason, mtime)
         store.replace_artifacts(tx, run_id, artifacts)
+        store._refresh_board(tx, run_id)
     return name
 
 
+def _warn_once(key: str, message: str, *args: Any) -> None:
+    if key in _warned:
+        return
+    if len(_warned) < 10_000:
+        _warned.add(key)
+    log.warning(message, *args)
+
+
 def index_runs_root(store: Store, runs_root: str | os.PathLike[str], *, force: bool = False) -> list[str]:
-    """Index every run directory directly under ``runs_root``; one broken run never stops the rest."""
+    """Index every run directory directly under ``runs_root``; one broken run never stops the rest.
+
+    A run directory that is a symlink (out of the runs root, or to another run) is skipped.
+    """
     root = Path(runs_root)
     if not root.is_dir():
         return []
+    known = store.fingerprints()  # one query, not one per run
     real_root = Path(os.path.realpath(root))
     names: list[str] = []
-    for entry in sorted(root.iterdir()):
+    try:
+        with os.scandir(root) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        log.warning("cannot list %s: %s", root, exc.strerror or exc)
+        return []
+    for entry in entries:
         if entry.name.startswith(".") or entry.name.startswith(DEFAULT_FILENAME):
             continue
-        if not _inside(entry, real_root):
-            log.warning("skipping %s: symlink out of the runs root", entry)
+        if entry.is_symlink():
+            _warn_once(entry.path, "skipping %s: a run directory must not be a symlink", entry.path)
+            continue
+        if not entry.is_dir(follow_symlinks=False):
             continue
         try:
-            name = index_run(store, entry, force=force)
+            run_dir = real_root / entry.name
+            name = _index_run(store, run_dir, force=force, known=known.get(entry.name), use_known=True)
         except Exception:  # noqa: BLE001 - a dashboard must survive one odd directory
-            log.exception("failed to index %s", entry)
+            log.exception("failed to index %s", entry.path)
             continue
         if name is not None:
             names.append(name)

@@ -79,7 +79,74 @@ MIGRATIONS: list[list[str]] = [
         )""",
         "CREATE INDEX artifacts_run ON artifacts (run_id)",
     ],
+    # v2: evaluations the indexer found malformed (kept, with the reason, so the run page can say
+    # so), and the leaderboard table: one narrow row per run and randomization holding that run's
+    # latest valid evaluation, so a page of 10,000 runs is an index range, not 10,000 subqueries.
+    [
+        "ALTER TABLE evaluations ADD COLUMN invalid TEXT",
+        """CREATE TABLE board (
+            run_id {fk} NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            rz_key TEXT NOT NULL,
+            name TEXT NOT NULL,
+            task TEXT,
+            algo TEXT,
+            reward TEXT,
+            guidance TEXT,
+            seed INTEGER,
+            status TEXT,
+            started_at TEXT,
+            finished_at TEXT,
+            train_wall_time_s {float},
+            eval_name TEXT,
+            eval_randomization TEXT,
+            episodes INTEGER,
+            success_rate {float},
+            success_lo {float},
+            success_hi {float},
+            position_error_m {float},
+            crash_rate {float},
+            created_at {float},
+            sort_rate {float} NOT NULL,
+            PRIMARY KEY (run_id, rz_key)
+        )""",
+        "CREATE INDEX board_page ON board (rz_key, task, sort_rate DESC, name)",
+        "CREATE INDEX board_groups ON board (rz_key, task, algo, reward, guidance, success_rate, success_lo,"
+        " success_hi, episodes)",
+        # Bumped by every write to the board: the dashboard caches its aggregates by it.
+        "CREATE TABLE store_state (generation BIGINT NOT NULL)",
+        "INSERT INTO store_state (generation) VALUES (0)",
+    ],
 ]
+
+# The board rows of runs (all of them, or one: the store appends "AND r.id = :r"). rz_key '' holds
+# the latest valid evaluation of any randomization (or none: every run is listed); one row per
+# randomization holds the latest of that randomization, for the leaderboard's filter.
+_BOARD_COLUMNS = (
+    "run_id, rz_key, name, task, algo, reward, guidance, seed, status, started_at, finished_at, train_wall_time_s,"
+    " eval_name, eval_randomization, episodes, success_rate, success_lo, success_hi, position_error_m, crash_rate,"
+    " created_at, sort_rate"
+)
+_BOARD_VALUES = (
+    "r.name, r.task, r.algo, r.reward, r.guidance, r.seed, r.status, r.started_at, r.finished_at,"
+    " r.train_wall_time_s, e.name, e.randomization, e.episodes, e.success_rate, e.success_lo, e.success_hi,"
+    " e.position_error_m, e.crash_rate, e.created_at, COALESCE(e.success_rate, -1.0)"
+)
+_LATEST = (
+    "SELECT e2.id FROM evaluations e2 WHERE e2.run_id = r.id AND e2.invalid IS NULL{also}"
+    " ORDER BY e2.created_at DESC, e2.id DESC LIMIT 1"
+)
+BOARD_FILL_ANY = (
+    f"INSERT INTO board ({_BOARD_COLUMNS}) SELECT r.id, '', {_BOARD_VALUES} FROM runs r"
+    f" LEFT JOIN evaluations e ON e.id = ({_LATEST.format(also='')}) WHERE 1 = 1"
+)
+BOARD_FILL_BY_RZ = (
+    f"INSERT INTO board ({_BOARD_COLUMNS}) SELECT r.id, e.randomization, {_BOARD_VALUES} FROM runs r"
+    " JOIN evaluations e ON e.run_id = r.id"
+    f" WHERE e.id = ({_LATEST.format(also=' AND e2.randomization = e.randomization')})"
+    " AND e.randomization IS NOT NULL AND e.randomization <> ''"
+)
+# Backfill for stores made before v2 (the statements hold no braces: render() formats them).
+MIGRATIONS[1] += [BOARD_FILL_ANY, BOARD_FILL_BY_RZ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 

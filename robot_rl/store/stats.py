@@ -65,3 +65,20 @@ def mean_ci95(values: Sequence[float], lo: float = 0.0, hi: float = 1.0) -> tupl
     t = _T95[n - 2] if n - 1 <= len(_T95) else 1.96
     half = t * math.sqrt(var / n)
     return (mean, max(lo, mean - half), min(hi, mean + half))
+
+
+def mean_ci95_from_sums(
+    n: int, total: float, total_sq: float, lo: float = 0.0, hi: float = 1.0
+) -> tuple[float, float, float]:
+    """``mean_ci95`` from a count, a sum and a sum of squares (what SQL aggregates return)."""
+    if n <= 0:
+        return (math.nan, lo, hi)
+    mean = total / n
+    if n == 1:
+        return (mean, lo, hi)
+    # One-pass variance; rates lie in [0, 1], so cancellation costs nothing visible, and a
+    # rounding residue below zero is clamped.
+    var = max(0.0, (total_sq - n * mean * mean) / (n - 1))
+    t = _T95[n - 2] if n - 1 <= len(_T95) else 1.96
+    half = t * math.sqrt(var / n)
+    return (mean, max(lo, mean - half), min(hi, mean + half))

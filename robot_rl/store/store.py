@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from robot_rl.store import schema
-from robot_rl.store.stats import mean_ci95, wilson_ci95
+from robot_rl.store.stats import mean_ci95_from_sums, wilson_ci95
+from robot_rl.store.validate import INT64_MAX, evaluation_problem
 
 DEFAULT_FILENAME = "eval_store.sqlite"
 BUSY_TIMEOUT_S = 60.0
@@ -45,6 +46,29 @@ _RUN_COLUMNS = (
     "fingerprint",
 )
 _FILTERS = ("task", "algo", "reward", "guidance")
+LEADERBOARD_LIMIT = 50  # runs per page by default
+MAX_LEADERBOARD_LIMIT = 500  # a page, not the whole store: 10,000 rows were 5 MB per request
+# Every leaderboard write bumps the generation; readers key their caches by it.
+_BUMP = "UPDATE store_state SET generation = generation + 1"
+_GROUPS_SQL = (
+    "SELECT task, algo, reward, guidance, COUNT(*) AS n_all, COUNT(success_rate) AS n, SUM(success_rate) AS s,"
+    " SUM(success_rate * success_rate) AS ss, MIN(success_rate) AS lo_rate, MAX(success_rate) AS hi_rate,"
+    " SUM(CASE WHEN success_rate IS NULL THEN 0 ELSE COALESCE(episodes, 0) END) AS episodes,"
+    " MIN(CASE WHEN success_rate IS NULL THEN NULL ELSE success_lo END) AS ci_lo,"
+    " MIN(CASE WHEN success_rate IS NULL THEN NULL ELSE success_hi END) AS ci_hi"
+    " FROM board WHERE rz_key = :rz GROUP BY task, algo, reward, guidance"
+)
+# The randomizations on the board, by a loose index scan: a few index seeks, not 30,000 entries.
+_DISTINCT_RZ = (
+    "WITH RECURSIVE k (v) AS (SELECT MIN(rz_key) FROM board WHERE rz_key > ''"
+    " UNION ALL SELECT (SELECT MIN(rz_key) FROM board WHERE rz_key > k.v) FROM k WHERE k.v IS NOT NULL)"
+    " SELECT v FROM k WHERE v IS NOT NULL"
+)
+_BOARD_RUN_FIELDS = (
+    "b.name, b.task, b.algo, b.reward, b.guidance, b.seed, b.status, b.started_at, b.finished_at,"
+    " b.train_wall_time_s, b.eval_name, b.eval_randomization AS randomization, b.episodes, b.success_rate,"
+    " b.success_lo, b.success_hi, b.position_error_m, b.crash_rate, b.created_at"
+)
 
 
 class StoreError(RuntimeError):
@@ -57,16 +81,18 @@ def _finite(value: Any) -> float | None:
         return None
     try:
         f = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int too large for a float
         return None
     return f if math.isfinite(f) else None
 
 
 def _int_or_none(value: Any) -> int | None:
+    """An integer the database can hold (64 bits), or None: a larger one would fail the write."""
     try:
-        return None if value is None else int(value)
-    except (TypeError, ValueError):
+        i = None if value is None else int(value)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return i if i is None or -INT64_MAX - 1 <= i <= INT64_MAX else None
 
 
 def _text_or_none(value: Any) -> str | None:
@@ -107,6 +133,7 @@ class Store:
         self._local = threading.local()
         self._all_conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._group_cache: dict[str, tuple[int, list[dict[str, Any]]]] = {}
         self._engine: Any = None
         if "://" in target:
             self.url = target
@@ -243,7 +270,9 @@ class Store:
         train_wall_time_s, fingerprint.
         """
         with self.transaction() as tx:
-            return self._upsert_run(tx, name, fields)
+            run_id = self._upsert_run(tx, name, fields)
+            self._refresh_board(tx, run_id)
+            return run_id
 
     def _upsert_run(self, tx: _Tx, name: str, fields: Mapping[str, Any]) -> int:
         unknown = set(fields) - set(_RUN_COLUMNS) - {"versions", "meta"}
@@ -286,11 +315,17 @@ class Store:
         """Insert or replace one evaluation (the ``eval/<name>.json`` layout) and its episodes.
 
         The run is created if the store does not know it yet, so ``robot-rl eval`` can record
-        before anyone indexes the run directory.
+        before anyone indexes the run directory. A malformed evaluation raises ValueError with
+        the reason (the indexer records such files as invalid instead).
         """
+        problem = evaluation_problem(evaluation)
+        if problem is not None:
+            raise ValueError(f"evaluation for {run_name}: {problem}")
         with self.transaction() as tx:
             run_id = self._run_id(tx, run_name, create=True)
-            return self._upsert_evaluation(tx, run_id, evaluation, created_at)
+            eval_id = self._upsert_evaluation(tx, run_id, evaluation, created_at)
+            self._refresh_board(tx, run_id)
+            return eval_id
 
     def _run_id(self, tx: _Tx, run_name: str, create: bool) -> int:
         rows = tx.execute("SELECT id FROM runs WHERE name = :n", {"n": run_name})
@@ -330,6 +365,7 @@ class Store:
             "metrics_json": json.dumps(_clean(metrics), sort_keys=True),
             "reward_terms_json": json.dumps(_clean(dict(ev.get("reward_terms") or {})), sort_keys=True),
             "created_at": time.time() if created_at is None else float(created_at),
+            "invalid": None,
         }
         cols = list(values)
         updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c not in ("run_id", "name"))
@@ -363,6 +399,30 @@ class Store:
             rows_ep,
         )
         return eval_id
+
+    def _drop_invalid_evaluations(self, tx: _Tx, run_id: int) -> None:
+        """Invalid rows mirror the run's files as last indexed; the indexer re-adds current ones."""
+        tx.execute("DELETE FROM evaluations WHERE run_id = :r AND invalid IS NOT NULL", {"r": run_id})
+
+    def _record_invalid_evaluation(self, tx: _Tx, run_id: int, name: str, reason: str, created_at: float) -> None:
+        """An evaluation file that could not be read: listed on the run page, never ranked."""
+        rows = tx.execute(
+            "INSERT INTO evaluations (run_id, name, invalid, created_at, metrics_json, reward_terms_json)"
+            " VALUES (:r, :n, :why, :t, '{}', '{}') ON CONFLICT (run_id, name) DO UPDATE SET"
+            " invalid = excluded.invalid, created_at = excluded.created_at, task = NULL, episodes = NULL,"
+            " randomization = NULL, seed = NULL, success_rate = NULL, success_lo = NULL, success_hi = NULL,"
+            " position_error_m = NULL, crash_rate = NULL, metrics_json = '{}', reward_terms_json = '{}'"
+            " RETURNING id",
+            {"r": run_id, "n": name, "why": reason, "t": float(created_at)},
+        )
+        tx.execute("DELETE FROM episodes WHERE evaluation_id = :e", {"e": int(rows[0]["id"])})
+
+    def _refresh_board(self, tx: _Tx, run_id: int) -> None:
+        """Rebuild one run's leaderboard rows (after any change to it or its evaluations)."""
+        tx.execute("DELETE FROM board WHERE run_id = :r", {"r": run_id})
+        tx.execute(schema.BOARD_FILL_ANY + " AND r.id = :r", {"r": run_id})
+        tx.execute(schema.BOARD_FILL_BY_RZ + " AND r.id = :r", {"r": run_id})
+        tx.execute(_BUMP)
 
     def replace_artifacts(self, tx: _Tx, run_id: int, artifacts: Sequence[Mapping[str, Any]]) -> None:
         """Set a run's artifact list (inside the caller's transaction): files come and go."""
@@ -404,13 +464,36 @@ class Store:
                 )
                 tx.execute("DELETE FROM evaluations WHERE run_id = :r", {"r": rid})
                 tx.execute("DELETE FROM artifacts WHERE run_id = :r", {"r": rid})
+                tx.execute("DELETE FROM board WHERE run_id = :r", {"r": rid})
+                tx.execute(_BUMP)
                 tx.execute("DELETE FROM runs WHERE id = :r", {"r": rid})
 
     # -- reading ----------------------------------------------------------------------------------
 
+    def _groups(self, tx: _Tx, rz: str, generation: int) -> list[dict[str, Any]]:
+        """Per-configuration sums over every run's board row for ``rz``, cached per generation.
+
+        One aggregate over 10,000 rows is about 15-35 ms here, most of a leaderboard request;
+        the store's generation changes with every write, so a cached copy is never stale.
+        """
+        with self._lock:
+            hit = self._group_cache.get(rz)
+        if hit is not None and hit[0] == generation:
+            return hit[1]
+        rows = tx.execute(_GROUPS_SQL, {"rz": rz})
+        with self._lock:
+            if len(self._group_cache) > 64:
+                self._group_cache.clear()
+            self._group_cache[rz] = (generation, rows)
+        return rows
+
     def get_fingerprint(self, run_name: str) -> str | None:
         rows = self.query("SELECT fingerprint FROM runs WHERE name = :n", {"n": run_name})
         return rows[0]["fingerprint"] if rows else None
+
+    def fingerprints(self) -> dict[str, str | None]:
+        """Every run's fingerprint in one query (a re-index pass over 10,000 runs needs them all)."""
+        return {r["name"]: r["fingerprint"] for r in self.query("SELECT name, fingerprint FROM runs")}
 
     def get_run(self, run_name: str) -> dict[str, Any] | None:
         """One run with its evaluations and artifacts, or None."""
@@ -465,82 +548,73 @@ class Store:
         reward: str | None = None,
         guidance: str | None = None,
         randomization: str | None = None,
+        *,
+        limit: int = LEADERBOARD_LIMIT,
+        offset: int = 0,
     ) -> dict[str, Any]:
-        """Runs (each with its latest evaluation) and per-task groups across seeds.
+        """One page of runs (each with its latest valid evaluation) and per-task groups across seeds.
 
-        A group is one (task, algo, reward, guidance) configuration; its success is the mean of
-        the seeds' success rates with a t interval across seeds (one seed: that evaluation's
-        own interval over episodes).
+        Runs are ordered by task, success (best first, unevaluated last) and name; ``total`` counts
+        every run the filters match. With ``randomization``, only runs evaluated under it are listed,
+        each with its latest evaluation of that randomization. A group is one (task, algo, reward,
+        guidance) configuration over all matching runs, not only the page; its success is the mean of
+        the seeds' success rates with a t interval across seeds (one seed: that evaluation's own
+        interval over episodes).
         """
+        limit = max(1, min(int(limit), MAX_LEADERBOARD_LIMIT))
+        offset = max(0, int(offset))
         wanted = {"task": task, "algo": algo, "reward": reward, "guidance": guidance}
-        where = " AND ".join(f"r.{k} = :{k}" for k, v in wanted.items() if v)
         params: dict[str, Any] = {k: v for k, v in wanted.items() if v}
-        ev_filter = ""
-        if randomization:
-            ev_filter = " AND e2.randomization = :rz"
-            params["rz"] = randomization
-        sql = (
-            "SELECT r.name, r.task, r.algo, r.reward, r.guidance, r.seed, r.status, r.started_at,"
-            " r.finished_at, r.train_wall_time_s, e.name AS eval_name, e.randomization, e.episodes,"
-            " e.success_rate, e.success_lo, e.success_hi, e.position_error_m, e.crash_rate, e.created_at"
-            " FROM runs r LEFT JOIN evaluations e ON e.id = (SELECT e2.id FROM evaluations e2"
-            f" WHERE e2.run_id = r.id{ev_filter} ORDER BY e2.created_at DESC, e2.id DESC LIMIT 1)"
-            + (f" WHERE {where}" if where else "")
-            + " ORDER BY r.task, e.success_rate DESC, r.name"
-        )
+        params["rz"] = randomization or ""
+        where = " AND ".join(["b.rz_key = :rz", *(f"b.{k} = :{k}" for k in wanted if wanted[k])])
         with self.transaction(write=False) as tx:
-            runs = tx.execute(sql, params)
-            facet_rows = tx.execute("SELECT DISTINCT task, algo, reward, guidance FROM runs")
-            rz_rows = tx.execute("SELECT DISTINCT randomization FROM evaluations")
-        facets: dict[str, list[str]] = {k: sorted({r[k] for r in facet_rows if r[k]}) for k in _FILTERS}
-        facets["randomization"] = sorted({r["randomization"] for r in rz_rows if r["randomization"]})
+            generation = int(tx.execute("SELECT generation FROM store_state")[0]["generation"])
+            all_groups = self._groups(tx, "", generation)
+            rz_groups = self._groups(tx, params["rz"], generation) if params["rz"] else all_groups
+            runs = tx.execute(
+                f"SELECT {_BOARD_RUN_FIELDS} FROM board b WHERE {where}"
+                " ORDER BY b.task, b.sort_rate DESC, b.name LIMIT :limit OFFSET :offset",
+                {**params, "limit": limit, "offset": offset},
+            )
+            rz_rows = tx.execute(_DISTINCT_RZ)
+        facets: dict[str, list[str]] = {k: sorted({g[k] for g in all_groups if g[k]}) for k in _FILTERS}
+        facets["randomization"] = sorted(r["v"] for r in rz_rows)
+        # The filters are equalities on the group keys: the matching groups are a subset.
+        matching = [g for g in rz_groups if all(g[k] == v for k, v in wanted.items() if v)]
+        total = sum(int(g["n_all"]) for g in matching)
 
-        groups: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for r in runs:
-            if r["success_rate"] is None:
-                continue
-            key = (r["task"], r["algo"], r["reward"], r["guidance"])
-            g = groups.setdefault(
-                key,
-                {
-                    "task": r["task"],
-                    "algo": r["algo"],
-                    "reward": r["reward"],
-                    "guidance": r["guidance"],
-                    "runs": [],
-                    "seeds": [],
-                    "rates": [],
-                    "episodes": 0,
-                    "ci_single": None,
-                },
-            )
-            g["runs"].append(r["name"])
-            g["seeds"].append(r["seed"])
-            g["rates"].append(r["success_rate"])
-            g["episodes"] += r["episodes"] or 0
-            g["ci_single"] = (r["success_lo"], r["success_hi"])
         tasks: dict[str, list[dict[str, Any]]] = {}
-        for g in groups.values():
-            mean, lo, hi = mean_ci95(g["rates"])
-            if len(g["rates"]) == 1 and None not in g["ci_single"]:
-                lo, hi = g["ci_single"]
-            rates = g.pop("rates")
-            g.pop("ci_single")
-            g.update(
-                n_seeds=len(rates),
-                success_mean=mean,
-                success_lo=lo,
-                success_hi=hi,
-                success_min=min(rates),
-                success_max=max(rates),
+        for g in matching:
+            n = int(g["n"])
+            if n == 0:
+                continue
+            mean, lo, hi = mean_ci95_from_sums(n, float(g["s"]), float(g["ss"]))
+            if n == 1 and g["ci_lo"] is not None and g["ci_hi"] is not None:
+                lo, hi = g["ci_lo"], g["ci_hi"]
+            tasks.setdefault(g["task"] or "", []).append(
+                {
+                    "task": g["task"],
+                    "algo": g["algo"],
+                    "reward": g["reward"],
+                    "guidance": g["guidance"],
+                    "n_seeds": n,
+                    "episodes": int(g["episodes"] or 0),
+                    "success_mean": mean,
+                    "success_lo": lo,
+                    "success_hi": hi,
+                    "success_min": g["lo_rate"],
+                    "success_max": g["hi_rate"],
+                }
             )
-            tasks.setdefault(g["task"] or "", []).append(g)
         board = [
-            {"task": t, "groups": sorted(gs, key=lambda g: (-g["success_mean"], g["success_lo"] * -1))}
+            {"task": t, "groups": sorted(gs, key=lambda g: (-g["success_mean"], -g["success_lo"]))}
             for t, gs in sorted(tasks.items())
         ]
         return {
             "runs": runs,
+            "total": total,
+            "limit": limit,
+            "offset": offset,
             "tasks": board,
             "facets": facets,
             "filters": {k: v for k, v in {**wanted, "randomization": randomization}.items() if v},

@@ -35,6 +35,12 @@ const pct = (v) => (v === null || v === undefined ? "—" : `${(100 * v).toFixed
 const num = (v, d = 3) => (v === null || v === undefined ? "—" : (+v).toPrecision(d));
 const dash = (v) => (v === null || v === undefined || v === "" ? "—" : String(v));
 const runHref = (name) => `#/run/${encodeURIComponent(name)}`;
+// Invalid evaluations (a malformed eval file) are listed on the run page but never summarised.
+const latestValid = (run) => run.evaluations.find((e) => !e.invalid);
+const PAGE_SIZE = 50;
+const FILTERS = ["task", "algo", "reward", "guidance", "randomization"];
+// Runs ticked for comparison, kept while paging through the leaderboard.
+const selected = new Set();
 
 function successCell(v, lo, hi) {
   const txt = v === null || v === undefined ? "—" : `${pct(v)} [${pct(lo)}, ${pct(hi)}]`;
@@ -55,25 +61,48 @@ function route() {
 }
 
 // ---------------------------------------------------------------- leaderboard
+function boardHash(filterValues, page) {
+  const p = new URLSearchParams();
+  for (const k of FILTERS) if (filterValues[k]) p.set(k, filterValues[k]);
+  if (page > 1) p.set("page", String(page));
+  return `#/?${p}`;
+}
+
+function pager(data, filterValues, page) {
+  const pages = Math.max(1, Math.ceil(data.total / data.limit));
+  const link = (label, target, id) => (target >= 1 && target <= pages && target !== page
+    ? h("a", { href: boardHash(filterValues, target), class: "page-link", id }, label)
+    : h("span", { class: "page-link disabled" }, label));
+  const first = data.runs.length ? data.offset + 1 : 0;
+  const last = Math.min(data.offset + data.runs.length, data.total);
+  return h("nav", { class: "pager", "aria-label": "pages" },
+    link("« first", 1, "page-first"), link("‹ prev", page - 1, "page-prev"),
+    h("span", { class: "page-info", id: "page-info" }, `runs ${first}–${last} of ${data.total} · page ${page} of ${pages}`),
+    link("next ›", page + 1, "page-next"), link("last »", pages, "page-last"));
+}
+
 async function leaderboardPage(params) {
   const api = new URLSearchParams();
-  for (const k of ["task", "algo", "reward", "guidance", "randomization"]) if (params.get(k)) api.set(k, params.get(k));
+  const filterValues = {};
+  for (const k of FILTERS) if (params.get(k)) { api.set(k, params.get(k)); filterValues[k] = params.get(k); }
+  const page = Math.max(1, parseInt(params.get("page") || "1", 10) || 1);
+  api.set("limit", String(PAGE_SIZE));
+  api.set("offset", String((page - 1) * PAGE_SIZE));
   const data = await getJSON(`/api/leaderboard?${api}`);
   document.title = "robot_rl — leaderboard";
-  const selected = new Set();
 
   const filters = h("form", { class: "filters", id: "filters", onsubmit: (e) => e.preventDefault() });
-  for (const k of ["task", "algo", "reward", "guidance", "randomization"]) {
+  for (const k of FILTERS) {
     const sel = h("select", { name: k, id: `filter-${k}`, onchange: () => {
-      const p = new URLSearchParams();
-      for (const s of filters.querySelectorAll("select")) if (s.value) p.set(s.name, s.value);
-      location.hash = `#/?${p}`;
+      const chosen = {};
+      for (const s of filters.querySelectorAll("select")) if (s.value) chosen[s.name] = s.value;
+      location.hash = boardHash(chosen, 1);
     } }, h("option", { value: "" }, `all`));
     for (const v of data.facets[k] || []) sel.appendChild(h("option", { value: v, selected: params.get(k) === v }, v));
     filters.appendChild(h("label", {}, `${k} `, sel));
   }
 
-  if (!data.runs.length) {
+  if (!data.total) {
     const filtered = Object.keys(data.filters || {}).length > 0;
     mount(h("h1", {}, "Leaderboard"), filters, h("p", { class: "empty", id: "empty" },
       filtered ? "No runs match these filters." :
@@ -87,18 +116,19 @@ async function leaderboardPage(params) {
       h("thead", {}, h("tr", {}, ["algo", "reward", "guidance", "seeds", "success (mean, 95% CI across seeds)", "episodes"].map((c) => h("th", {}, c)))),
       h("tbody", {}, t.groups.map((g) => h("tr", {},
         h("td", {}, dash(g.algo)), h("td", {}, dash(g.reward)), h("td", {}, dash(g.guidance)),
-        h("td", { title: g.runs.join(", ") }, String(g.n_seeds)),
+        h("td", {}, h("a", { href: boardHash({ ...filterValues, task: g.task, algo: g.algo, reward: g.reward, guidance: g.guidance }, 1),
+          title: "list these runs" }, String(g.n_seeds))),
         successCell(g.success_mean, g.success_lo, g.success_hi),
         h("td", {}, String(g.episodes))))))));
 
-  const compareBtn = h("button", { id: "compare", disabled: true, onclick: () => {
+  const compareBtn = h("button", { id: "compare", disabled: selected.size < 2, onclick: () => {
     const p = new URLSearchParams();
     for (const n of selected) p.append("run", n);
     location.hash = `#/compare?${p}`;
   } }, "Compare selected");
 
   const runRow = (r) => h("tr", { class: "run-row", "data-run": r.name },
-    h("td", {}, h("input", { type: "checkbox", "aria-label": `select ${r.name}`, onchange: (e) => {
+    h("td", {}, h("input", { type: "checkbox", "aria-label": `select ${r.name}`, checked: selected.has(r.name), onchange: (e) => {
       if (e.target.checked) selected.add(r.name); else selected.delete(r.name);
       compareBtn.disabled = selected.size < 2;
     } })),
@@ -109,25 +139,23 @@ async function leaderboardPage(params) {
     h("td", {}, r.eval_name ? `${r.eval_name} (${dash(r.randomization)}, ${dash(r.episodes)} ep)` : "not evaluated"),
     successCell(r.success_rate, r.success_lo, r.success_hi),
     h("td", {}, num(r.position_error_m)), h("td", {}, pct(r.crash_rate)));
-  // Building thousands of rows costs the browser most of a second; show the best first.
-  const FIRST = 200;
-  const tbody = h("tbody", {}, data.runs.slice(0, FIRST).map(runRow));
-  const more = data.runs.length > FIRST ? h("button", { id: "show-all", onclick: (e) => {
-    tbody.append(...data.runs.slice(FIRST).map(runRow));
-    e.target.remove();
-  } }, `Show all ${data.runs.length} runs`) : null;
-
+  // One page of runs from the server: 10,000 rows would cost the browser and the server seconds.
   mount(
     h("h1", {}, "Leaderboard"), filters, ...boards,
-    h("section", {}, h("h2", {}, `Runs (${data.runs.length})`), compareBtn,
+    h("section", {}, h("h2", {}, `Runs (${data.total})`), compareBtn,
+      pager(data, filterValues, page),
       h("table", { class: "runs", id: "runs" },
         h("thead", {}, h("tr", {}, ["", "run", "task", "algo", "reward", "guidance", "seed", "status", "latest evaluation", "success [95% CI]", "pos. error (m)", "crash rate"].map((c) => h("th", {}, c)))),
-        tbody), more));
+        h("tbody", {}, data.runs.map(runRow))),
+      data.total > data.limit ? pager(data, filterValues, page) : null));
 }
 
 // ---------------------------------------------------------------- run page
 function curveGrid(scalars, only) {
   const tags = Object.keys(scalars.tags || {}).filter((t) => !only || only(t));
+  if (scalars.status === "refused") {
+    return h("p", { class: "error", id: "tb-refused" }, `TensorBoard logs not read: ${scalars.reason}`);
+  }
   if (!tags.length) {
     const msg = scalars.status === "no-logs" ? "No TensorBoard logs yet." : "No scalars logged yet.";
     return h("p", { class: "empty" }, msg);
@@ -140,9 +168,11 @@ function evalTable(run) {
   if (!run.evaluations.length) return h("p", { class: "empty" }, "Not evaluated yet.");
   const extraKeys = [...new Set(run.evaluations.flatMap((e) => Object.keys(e.metrics || {})))]
     .filter((k) => !["success_rate", "success_ci95", "position_error_m", "crash_rate"].includes(k));
+  const columns = ["evaluation", "randomization", "episodes", "seed", "success [95% CI]", "pos. error (m)", "crash rate", ...extraKeys];
   return h("table", { class: "evals", id: "evals" },
-    h("thead", {}, h("tr", {}, ["evaluation", "randomization", "episodes", "seed", "success [95% CI]", "pos. error (m)", "crash rate", ...extraKeys].map((c) => h("th", {}, c)))),
-    h("tbody", {}, run.evaluations.map((e) => h("tr", {},
+    h("thead", {}, h("tr", {}, columns.map((c) => h("th", {}, c)))),
+    h("tbody", {}, run.evaluations.map((e) => e.invalid ? h("tr", { class: "invalid", "data-eval": e.name },
+      h("td", {}, e.name), h("td", { colspan: columns.length - 1, class: "error" }, `invalid: ${e.invalid}`)) : h("tr", { "data-eval": e.name },
       h("td", {}, e.name), h("td", {}, dash(e.randomization)), h("td", {}, dash(e.episodes)), h("td", {}, dash(e.seed)),
       successCell(e.success_rate, e.success_lo, e.success_hi), h("td", {}, num(e.position_error_m)), h("td", {}, pct(e.crash_rate)),
       extraKeys.map((k) => h("td", {}, typeof e.metrics[k] === "number" ? num(e.metrics[k]) : dash(JSON.stringify(e.metrics[k]))))))));
@@ -172,7 +202,7 @@ async function runPage(name) {
   ]);
   document.title = `robot_rl — ${run.name}`;
   const art = (kind) => run.artifacts.filter((a) => a.kind === kind);
-  const latest = run.evaluations[0];
+  const latest = latestValid(run);
   let terms = latest ? Object.entries(latest.reward_terms || {}).map(([label, value]) => ({ label, value })) : [];
   let termsSource = latest ? `evaluation "${latest.name}"` : "";
   if (!terms.length) {
@@ -222,10 +252,10 @@ async function comparePage(names) {
   document.title = "robot_rl — compare";
   const rowsDef = [["task", (r) => dash(r.task)], ["algorithm", (r) => dash(r.algo)], ["reward", (r) => dash(r.reward)],
     ["guidance", (r) => dash(r.guidance)], ["seed", (r) => dash(r.seed)], ["status", (r) => dash(r.status)],
-    ["latest evaluation", (r) => (r.evaluations[0] ? r.evaluations[0].name : "—")],
-    ["success", (r) => { const e = r.evaluations[0]; return e ? `${pct(e.success_rate)} [${pct(e.success_lo)}, ${pct(e.success_hi)}]` : "—"; }],
-    ["pos. error (m)", (r) => num(r.evaluations[0] && r.evaluations[0].position_error_m)],
-    ["crash rate", (r) => pct(r.evaluations[0] && r.evaluations[0].crash_rate)]];
+    ["latest evaluation", (r) => (latestValid(r) ? latestValid(r).name : "—")],
+    ["success", (r) => { const e = latestValid(r); return e ? `${pct(e.success_rate)} [${pct(e.success_lo)}, ${pct(e.success_hi)}]` : "—"; }],
+    ["pos. error (m)", (r) => num(latestValid(r) && latestValid(r).position_error_m)],
+    ["crash rate", (r) => pct(latestValid(r) && latestValid(r).crash_rate)]];
   const keys = [...new Set(runs.flatMap((r) => Object.keys(r.config_flat || {})))].sort();
   const differing = keys.filter((k) => new Set(runs.map((r) => (r.config_flat || {})[k])).size > 1);
   const tags = [...new Set(scalars.flatMap((s) => Object.keys(s.tags || {})))].sort();

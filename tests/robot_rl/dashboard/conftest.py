@@ -8,6 +8,7 @@ with real artifacts: TensorBoard event files from torch's SummaryWriter and an H
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 import threading
 import zlib
@@ -219,6 +220,83 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory, video_file: Path, tiny_r
 @pytest.fixture()
 def server(runs_root: Path, tmp_path: Path) -> Iterator[DashboardServer]:
     srv = make_server(runs_root, port=0, store=str(tmp_path / "store.sqlite"), rescan_interval_s=0)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread.start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=5)
+
+
+# Malformed evaluation files: wrong types, huge integers, junk per-episode rows, not JSON.
+BAD_EVALS: dict[str, str | bytes] = {
+    "wrong_types": '{"name": "wrong_types", "episodes": "many", "metrics": {"success_rate": "high"}}',
+    "huge_ints": '{"name": "huge_ints", "episodes": 100000000000000000000000000000, "seed": 1}',
+    "huge_digits": '{"name": "huge_digits", "seed": ' + "9" * 5000 + "}",
+    "junk_rows": '{"name": "junk_rows", "episodes": 3, "per_episode": [{"episode": 0}, 7, "x"]}',
+    "not_json": b"\x00\xff this is not JSON {",
+    "deep": "[" * 100_000 + "]" * 100_000,
+}
+
+
+def make_hostile_root(root: Path) -> Path:
+    """Runs whose files lead out of their run, and one with malformed evaluation files.
+
+    ``victim`` and ``other`` are ordinary runs. ``thief`` links to the store database
+    (``eval_store.sqlite``, which the dashboard creates in the runs root), to
+    another run, to ``/`` and to its own private tb/; its ``tb`` is a symlink to ``/``.
+    ``tb_links`` has a real tb/ holding links to another run's logs and to ``/``. ``alias`` is
+    a run directory that is a symlink to another run. ``badeval`` has one good evaluation and
+    every kind of malformed one.
+    """
+    make_run(root, "victim", task="crazyflie_hover", reward="dense", guidance="none", seed=1, success=0.9)
+    other = make_run(root, "other", task="crazyflie_hover", reward="dense", guidance="none", seed=2, success=0.8)
+    (other / "videos").mkdir()
+    (other / "videos" / "rollout.mp4").write_bytes(b"other run's video")
+    (other / "guidance").mkdir()
+    (other / "guidance" / "plan.json").write_text('{"subgoals": ["other run\'s plan"]}')
+
+    thief = make_run(root, "thief", task="crazyflie_hover", reward="dense", guidance="none", seed=3, success=0.5)
+    shutil.rmtree(thief / "tb")
+    (thief / "tb").symlink_to("/", target_is_directory=True)
+    (thief / "videos").mkdir()
+    (thief / "videos" / "own.mp4").write_bytes(b"thief's own video")
+    (thief / "videos" / "db.mp4").symlink_to("../../eval_store.sqlite")
+    (thief / "videos" / "other.mp4").symlink_to("../../other/videos/rollout.mp4")
+    (thief / "videos" / "root").symlink_to("/", target_is_directory=True)
+    (thief / "videos" / "same.mp4").symlink_to("own.mp4")  # stays inside: allowed
+    (thief / "bundle").symlink_to("/", target_is_directory=True)
+    (thief / "guidance").mkdir()
+    (thief / "guidance" / "plan.json").symlink_to("../../other/guidance/plan.json")
+    (thief / "eval" / "stolen.json").symlink_to("../../other/eval/final.json")
+    (thief / "checkpoints").mkdir()
+    (thief / "checkpoints" / "meta.pt").symlink_to("../meta.json")  # inside, but not an artifact
+
+    tb_links = make_run(root, "tb_links", task="franka_lift", reward="dense", guidance="none", seed=1, success=0.4)
+    other_event = next((other / "tb").glob("*tfevents*"))
+    (tb_links / "tb" / "borrowed").symlink_to(other / "tb", target_is_directory=True)
+    (tb_links / "tb" / "events.out.tfevents.1.stolen").symlink_to(other_event)
+    (tb_links / "tb" / "root").symlink_to("/", target_is_directory=True)
+
+    (root / "alias").symlink_to("other", target_is_directory=True)
+
+    bad = make_run(root, "badeval", task="franka_lift", reward="dense", guidance="none", seed=2, success=0.6)
+    for name, text in BAD_EVALS.items():
+        (bad / "eval" / f"{name}.json").write_bytes(text if isinstance(text, bytes) else text.encode())
+    return root
+
+
+@pytest.fixture(scope="session")
+def hostile_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_hostile_root(tmp_path_factory.mktemp("hostile"))
+
+
+@pytest.fixture()
+def hostile_server(hostile_root: Path, tmp_path: Path) -> Iterator[DashboardServer]:
+    # The default store, inside the runs root: the database a symlink points at.
+    srv = make_server(hostile_root, port=0, rescan_interval_s=0)
     thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
     thread.start()
     try:

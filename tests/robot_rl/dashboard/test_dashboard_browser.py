@@ -46,8 +46,7 @@ def browser() -> Iterator[Any]:
             b.close()
 
 
-@pytest.fixture()
-def page(browser: Any, server: DashboardServer) -> Iterator[Any]:
+def _guarded_page(browser: Any, base_url: str) -> Iterator[Any]:
     # bypass_csp: Playwright's waits evaluate strings, which the page's CSP forbids. It also makes
     # the escaping test stricter: markup must stay inert without the CSP's help.
     context = browser.new_context(viewport={"width": 1280, "height": 1000}, bypass_csp=True)
@@ -58,7 +57,7 @@ def page(browser: Any, server: DashboardServer) -> Iterator[Any]:
     offsite: list[str] = []
 
     def guard(route: Any) -> None:
-        if route.request.url.startswith(server.url):
+        if route.request.url.startswith(base_url):
             route.continue_()
         else:
             offsite.append(route.request.url)
@@ -70,6 +69,16 @@ def page(browser: Any, server: DashboardServer) -> Iterator[Any]:
     context.close()
     assert not offsite, offsite
     assert not errors, errors
+
+
+@pytest.fixture()
+def page(browser: Any, server: DashboardServer) -> Iterator[Any]:
+    yield from _guarded_page(browser, server.url)
+
+
+@pytest.fixture()
+def hostile_page(browser: Any, hostile_server: DashboardServer) -> Iterator[Any]:
+    yield from _guarded_page(browser, hostile_server.url)
 
 
 def test_leaderboard_filter_run_page_video(page: Any, server: DashboardServer) -> None:
@@ -162,7 +171,8 @@ def test_html_run_name_is_escaped(page: Any, server: DashboardServer) -> None:
 def test_live_run_and_compare(page: Any, server: DashboardServer) -> None:
     page.goto(server.url + "#/run/hover_live")
     page.wait_for_selector("#curves svg.plot polyline")  # truncated event file still plots
-    assert "Not evaluated yet." in page.locator("main").inner_text()
+    # Its only evaluation file is cut mid-write: listed as invalid, not as a result.
+    assert page.locator("#evals tr.invalid").inner_text().startswith("partial\tinvalid: not valid JSON")
     page.goto(server.url)
     page.wait_for_selector("#runs tbody tr.run-row")
     page.check("tr[data-run='hover_ppo_s1'] input[type=checkbox]")
@@ -194,3 +204,45 @@ def test_empty_store_page(browser: Any, tmp_path: Path) -> None:
         srv.shutdown()
         srv.server_close()
         t.join(5)
+
+
+def test_pages_and_hostile_runs(hostile_page: Any, hostile_server: DashboardServer) -> None:
+    """120 more runs page by page (50 a page), ticks kept across pages; a run with malformed
+    evaluation files shows them as invalid; a run whose tb/ links to / says so."""
+    store = hostile_server.store
+    for i in range(120):
+        store.record_run(f"paged_{i:03d}", task="ur5_reach", algo="ppo", reward="dense", guidance="none", seed=i)
+        store.record_evaluation(
+            f"paged_{i:03d}", {"name": "final", "episodes": 10, "metrics": {"success_rate": i / 200}}
+        )
+    hostile_page.goto(hostile_server.url + "#/?task=ur5_reach")
+    hostile_page.wait_for_selector("#runs tbody tr.run-row")
+    assert hostile_page.locator("#page-info").first.inner_text() == "runs 1–50 of 120 · page 1 of 3"
+    first = hostile_page.locator("#runs a.run-link").all_inner_texts()
+    assert first[:2] == ["paged_119", "paged_118"] and len(first) == 50
+    hostile_page.check("tr[data-run='paged_119'] input[type=checkbox]")
+    hostile_page.locator("#page-next").first.click()
+    hostile_page.wait_for_function("document.querySelector('#page-info').textContent.startsWith('runs 51–100')")
+    second = hostile_page.locator("#runs a.run-link").all_inner_texts()
+    assert len(second) == 50 and not set(first) & set(second) and second[0] == "paged_069"
+    hostile_page.check("tr[data-run='paged_069'] input[type=checkbox]")
+    hostile_page.locator("#page-last").first.click()
+    hostile_page.wait_for_function("document.querySelector('#page-info').textContent.startsWith('runs 101–120')")
+    assert hostile_page.locator("#runs a.run-link").all_inner_texts()[-1] == "paged_000"
+    assert hostile_page.locator("#compare").is_enabled()  # two ticked, on two other pages
+    hostile_page.click("#compare")
+    hostile_page.wait_for_selector("#compare-table")
+    assert hostile_page.locator("#compare-table thead a").all_inner_texts() == ["paged_119", "paged_069"]
+
+    hostile_page.goto(hostile_server.url + "#/run/badeval")
+    hostile_page.wait_for_selector("#evals")
+    invalid = hostile_page.locator("#evals tr.invalid").all_inner_texts()
+    assert len(invalid) == 6 and all("\tinvalid: " in t for t in invalid), invalid
+    assert hostile_page.locator("#evals tr[data-eval='final']:not(.invalid)").count() == 1
+    assert hostile_page.locator("#reward-terms svg rect").count() == 3  # from the valid evaluation
+    hostile_page.goto(hostile_server.url + "#/run/thief")
+    hostile_page.wait_for_selector("#tb-refused")
+    assert "outside its run" in hostile_page.locator("#tb-refused").inner_text()
+    assert hostile_page.locator("#videos video").count() == 2  # own.mp4 and its in-run link, not db.mp4
+    ARTIFACTS.mkdir(exist_ok=True)
+    hostile_page.screenshot(path=str(ARTIFACTS / "dashboard_hostile_run.png"), full_page=True)

@@ -159,18 +159,21 @@ def test_index_run_idempotent_and_tolerant(tmp_path: Path) -> None:
     store = open_store(runs_root=root)
     assert sorted(index_runs_root(store, root)) == ["a", "b"]
     first = store.counts()
-    assert first == {"runs": 2, "evaluations": 1, "episodes": 10, "artifacts": 2}
+    # The half-written evaluation is listed as invalid (with why), never ranked.
+    assert first == {"runs": 2, "evaluations": 2, "episodes": 10, "artifacts": 2}
     assert sorted(index_runs_root(store, root)) == ["a", "b"]
     assert index_run(store, root / "a", force=True) == "a"
     assert store.counts() == first
     b = store.get_run("b")
     assert b["status"] == "running" and b["task"] == "crazyflie_hover"  # from config.yaml
+    assert b["evaluations"][0]["invalid"].startswith("not valid JSON")
     # The writer finishes: the next pass picks the now-complete files up.
     (root / "b" / "eval" / "partial.json").write_text(json.dumps(evaluation("partial", 4, 4)))
     (root / "b" / "meta.json").write_text(json.dumps({"run_name": "b", "status": "finished", "seed": 2}))
     index_runs_root(store, root)
     b = store.get_run("b")
     assert b["status"] == "finished" and b["evaluations"][0]["success_rate"] == 1.0
+    assert [e["invalid"] for e in b["evaluations"]] == [None]
     a = store.get_run("a")
     assert a["git_revision"] == "deadbeef" and a["train_wall_time_s"] == 12.5
     assert a["artifacts"][0]["relpath"] == "videos/a.mp4" and a["config_yaml"].startswith("task:")
