@@ -20,10 +20,12 @@ from robot_rl.store import (
     index_run,
     index_runs_root,
     mean_ci95,
+    mean_ci95_from_sums,
     open_store,
     wilson_ci95,
 )
 from robot_rl.store import schema as schema_mod
+from robot_rl.store.validate import evaluation_problem
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -191,6 +193,126 @@ def test_index_skips_symlinks_out_of_root(tmp_path: Path) -> None:
     assert index_runs_root(store, root) == ["a"]
     assert [x["relpath"] for x in store.get_run("a")["artifacts"]] == ["videos/a.mp4"]
     store.close()
+
+
+def test_index_reads_only_the_runs_own_files(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    root = tmp_path / "runs"
+    root.mkdir()
+    other = write_run(root, "other", success=0.9)
+    run = write_run(root, "a", success=0.2)
+    (root / "alias").symlink_to("other", target_is_directory=True)  # a second name for a run
+    (run / "eval" / "stolen.json").symlink_to(other / "eval" / "final.json")
+    (run / "videos" / "db.mp4").symlink_to(root / "eval_store.sqlite")
+    os.mkfifo(run / "eval" / "fifo.json")  # would block a reader forever
+    (run / "checkpoints").symlink_to("/", target_is_directory=True)
+    (run / "videos" / "b.mp4").symlink_to("a.mp4")  # inside the run: fine
+    store = open_store(runs_root=root)
+    assert index_runs_root(store, root) == ["a", "other"]
+    a = store.get_run("a")
+    assert [e["name"] for e in a["evaluations"]] == ["final"] and a["evaluations"][0]["success_rate"] == 0.2
+    assert [x["relpath"] for x in a["artifacts"]] == ["videos/a.mp4", "videos/b.mp4"]
+    refused = sorted(r.getMessage() for r in caplog.records if r.getMessage().startswith("run a: refused"))
+    assert refused == [
+        "run a: refused checkpoints leads outside its run",
+        "run a: refused eval/fifo.json is not a regular file",
+        "run a: refused eval/stolen.json leads outside its run",
+        "run a: refused videos/db.mp4 leads outside its run",
+    ]
+    caplog.clear()
+    index_runs_root(store, root)  # unchanged: nothing logged again
+    assert not [r for r in caplog.records if "refused" in r.getMessage()]
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("ev", "reason"),
+    [
+        ([], "expected a JSON object, got a list"),
+        ({"episodes": "10"}, "episodes: expected an integer in [0, 1000000000], got '10'"),
+        ({"episodes": True}, "episodes: expected an integer in [0, 1000000000], got True"),
+        ({"episodes": 10**30}, "episodes: expected an integer in [0, 1000000000], got an integer of 31 digits"),
+        ({"seed": 2**70}, "seed: expected a 64-bit integer, got an integer of 22 digits"),
+        ({"name": ["x"]}, "name: expected a string, got a list"),
+        ({"metrics": [1, 2]}, "metrics: expected an object, got a list"),
+        ({"metrics": {"success_rate": "0.5"}}, "metrics.success_rate: expected a number, got a string"),
+        ({"metrics": {"success_rate": 1.5}}, "metrics.success_rate: 1.5 is not in [0, 1]"),
+        ({"metrics": {"success_ci95": [0.1]}}, "metrics.success_ci95: expected [low, high]"),
+        ({"metrics": {"other": 10**40}}, "evaluation.metrics.other: an integer of 41 digits (larger than 64 bits)"),
+        ({"reward_terms": {"position": "big"}}, "reward_terms.position: expected a number, got a string"),
+        ({"per_episode": {"0": {}}}, "per_episode: expected a list, got an object"),
+        ({"per_episode": [{}, None]}, "per_episode[1]: expected an object, got null"),
+        ({"per_episode": [{"episode": -1}]}, "per_episode[0].episode: expected an integer in [0, 1000000000], got -1"),
+        ({"per_episode": [{"episode": 1}, {"episode": 1}]}, "per_episode[1].episode: episode 1 appears twice"),
+        ({"per_episode": [{"success": "yes"}]}, "per_episode[0].success: expected true or false, got 'yes'"),
+        ({"per_episode": [{"return": [1]}]}, "per_episode[0].return: expected a number, got a list"),
+        ({"per_episode": [{"x": json.loads("[" * 34 + "]" * 34)}]}, "per_episode[0]: nested deeper than 32 levels"),
+    ],
+)
+def test_malformed_evaluation_reasons(ev: object, reason: str, tmp_path: Path) -> None:
+    assert evaluation_problem(ev) == reason
+    store = Store(tmp_path / "s.sqlite")
+    with pytest.raises(ValueError, match="evaluation for r: "):
+        store.record_evaluation("r", ev)  # type: ignore[arg-type]
+    assert store.counts()["evaluations"] == 0
+    store.close()
+
+
+def test_well_formed_evaluations_pass() -> None:
+    assert evaluation_problem(evaluation("final", 10, 3)) is None
+    # robot-rl eval writes NaN for the error when every episode crashed; sitl.json has no metrics
+    assert evaluation_problem({"metrics": {"position_error_m": float("nan")}, "per_episode": []}) is None
+    sitl = {"transport": "ros2", "final_position_error_m": 0.016, "crashed": False, "mode": "ACTIVE", "commands": 1094}
+    assert evaluation_problem(sitl) is None
+    assert evaluation_problem({"per_episode": [{"episode": 0, "success": 1, "crashed": 0}]}) is None
+
+
+def test_hostile_meta_keeps_the_run(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    root.mkdir()
+    run = write_run(root, "a")
+    meta = json.loads((run / "meta.json").read_text())
+    meta.update(seed=10**30, train_wall_time_s=10**400, status=["x"], versions="nope", task={"name": "hover"})
+    (run / "meta.json").write_text(json.dumps(meta))
+    (run / "config.yaml").write_text("a: " + "[" * 5000)  # not YAML (and deep)
+    store = open_store(runs_root=root)
+    assert index_runs_root(store, root) == ["a"]
+    a = store.get_run("a")
+    assert a["seed"] is None and a["train_wall_time_s"] is None and a["task"] == "hover"
+    assert a["evaluations"][0]["success_rate"] == 0.5
+    store.close()
+
+
+def test_migration_from_v1_fills_the_board(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "v1.sqlite"
+    with monkeypatch.context() as m:
+        m.setattr(schema_mod, "MIGRATIONS", schema_mod.MIGRATIONS[:1])
+        store = Store(path)
+        with store.transaction() as tx:  # what a v1 robot_rl left behind
+            tx.execute(
+                "INSERT INTO runs (name, task, algo, seed) VALUES ('r1', 'hover', 'ppo', 1), ('r2', 'hover', 'ppo', 2)"
+            )
+            tx.execute(
+                "INSERT INTO evaluations (run_id, name, randomization, episodes, success_rate, created_at)"
+                " VALUES (1, 'old', 'none', 10, 0.2, 1.0), (1, 'new', 'train', 10, 0.6, 2.0)"
+            )
+        store.close()
+    store = Store(path)
+    assert store.schema_version() == SCHEMA_VERSION == 2
+    board = store.leaderboard()
+    assert board["total"] == 2 and [(r["name"], r["success_rate"]) for r in board["runs"]] == [
+        ("r1", 0.6),
+        ("r2", None),
+    ]
+    assert board["facets"]["randomization"] == ["none", "train"]
+    only_none = store.leaderboard(randomization="none")
+    assert only_none["total"] == 1 and only_none["runs"][0]["eval_name"] == "old"
+    store.close()
+
+
+def test_group_interval_from_sums() -> None:
+    for rates in ([0.8], [0.8, 0.6, 0.7], [0.0, 1.0], [0.5] * 40):
+        got = mean_ci95_from_sums(len(rates), sum(rates), sum(r * r for r in rates))
+        assert got == pytest.approx(mean_ci95(rates))
 
 
 _WRITER = textwrap.dedent(
