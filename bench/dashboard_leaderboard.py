@@ -174,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         paths = {
             "/api/health (reference)": "/api/health",
             "leaderboard page 1": "/api/leaderboard",
+            # A run is recorded (untimed) before each of these: the store's generation moves, so
+            # the cached per-configuration sums are recomputed over all runs.
+            "page 1 after a write": "/api/leaderboard",
             "leaderboard last page": f"/api/leaderboard?offset={last}",
             "leaderboard task filter": "/api/leaderboard?task=franka_lift",
             "leaderboard randomization": "/api/leaderboard?randomization=train&offset=500",
@@ -181,14 +184,18 @@ def main(argv: list[str] | None = None) -> int:
         }
         times: dict[str, list[float]] = {k: [] for k in paths}
         sizes: dict[str, int] = {}
+        writer = Store(root / "eval_store.sqlite")
         try:
             for p in paths.values():
                 timed_get(host, port, p)  # warm SQLite's page cache and the import of each path
-            for _ in range(args.repeats):  # alternating, so load on the machine hits all alike
+            for i in range(args.repeats):  # alternating, so load on the machine hits all alike
                 for label, p in paths.items():
+                    if label == "page 1 after a write":
+                        writer.record_run(f"bench_extra_{i}", task=TASKS[i % 5], algo="ppo", seed=i)
                     dt, sizes[label] = timed_get(host, port, p)
                     times[label].append(dt)
         finally:
+            writer.close()
             server.shutdown()
             server.server_close()
             thread.join(5)
@@ -199,10 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         med = statistics.median(ts)
         print(f"{label:28s}{med * 1e3:8.1f}ms{max(ts) * 1e3:8.1f}ms{med / ref:8.1f}{sizes[label] / 1024:8.1f}KiB")
     median = statistics.median(times["leaderboard page 1"])
-    ok = median < GOAL_S
+    after_write = statistics.median(times["page 1 after a write"])
+    ok = median < GOAL_S and after_write < GOAL_S
     print(
         f"leaderboard serve time at {args.runs} runs: median {median * 1e3:.1f} ms (goal < {GOAL_S * 1e3:.0f} ms),"
-        f" {median / ref:.1f}x the reference request: {'OK' if ok else 'TOO SLOW'}"
+        f" {median / ref:.1f}x the reference request; right after a write {after_write * 1e3:.1f} ms:"
+        f" {'OK' if ok else 'TOO SLOW'}"
     )
     return 0 if ok else 1
 
