@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 MAX_TEXT_BYTES = 2 * 1024 * 1024  # a resolved config is a few KB; refuse to slurp a huge file
 MAX_EVAL_BYTES = 16 * 1024 * 1024  # about 150,000 per-episode rows
 _RUN_MARKERS = ("meta.json", "config.yaml", "eval", "tb")
-# Subdirectory -> (patterns, artifact kind per pattern). Only these reach the dashboard's list.
+# (subdirectory, file pattern, artifact kind). Only these reach the dashboard's artifact list.
 _ARTIFACT_GLOBS: list[tuple[str, str, str]] = [
     ("videos", "*.mp4", "video"),
     ("videos", "*.webm", "video"),
@@ -48,11 +48,7 @@ _YAMLLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _warned: set[str] = set()
 
 
-def is_run_dir(path: Path) -> bool:
-    return path.is_dir() and any((path / m).exists() for m in _RUN_MARKERS)
-
-
-def _read_bytes(path: Path, limit: int) -> bytes:
+def _read_bytes(path: str | Path, limit: int) -> bytes:
     """At most ``limit`` bytes of a regular file; raises ValueError beyond that."""
     with open(path, "rb") as f:
         data = f.read(limit + 1)
@@ -61,7 +57,7 @@ def _read_bytes(path: Path, limit: int) -> bytes:
     return data
 
 
-def _read_text(path: Path, limit: int = MAX_TEXT_BYTES) -> str | None:
+def _read_text(path: str | Path, limit: int = MAX_TEXT_BYTES) -> str | None:
     try:
         return _read_bytes(path, limit).decode("utf-8", errors="replace")
     except ValueError as exc:
@@ -81,7 +77,7 @@ def _parse_json(text: str) -> Any:
         raise ValueError(f"not valid JSON ({str(exc).splitlines()[0][:120]})") from None
 
 
-def _read_meta(path: Path) -> dict[str, Any]:
+def _read_meta(path: str | Path) -> dict[str, Any]:
     text = _read_text(path)
     if text is None:
         return {}
