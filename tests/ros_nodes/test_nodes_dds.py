@@ -140,3 +140,28 @@ def test_bad_bundle_exits_with_one_line_reason(tmp_path):
     )
     assert out.returncode == 2
     assert out.stderr.strip().splitlines()[-1].startswith("PolicyNode: no policy.yaml in")
+
+
+def test_a_second_commander_blocks_arming_until_it_leaves(pd_bundle, tmp_path):
+    from geometry_msgs.msg import Twist
+    from robot_rl_ros import qos
+
+    _counter[0] += 1
+    domain = 1 + (DOMAIN_ID + 17 * _counter[0]) % 101
+    graph = SitlGraph("cf1", domain_id=domain, lockstep=False, log_dir=str(tmp_path))
+    h = Harness(domain)
+    intruder = h.node.create_publisher(Twist, "cmd_vel_legacy", qos.COMMAND)  # publishes nothing: being there is enough
+    try:
+        graph.start("policy", "policy_node", {"bundle": str(pd_bundle), "goal": [0.0, 0.0, 1.0]})
+        graph.start("safety", "safety_node", {"bundle": str(pd_bundle)})
+        fault = "second publisher on /cf1/cmd_vel_legacy: /cf1/harness"
+        assert h.wait_for(lambda: any(fault in e for e in h.safety_events), 30.0), h.safety_events
+        # state and actions flow and the unlock setpoints go out, yet it does not arm
+        assert h.wait_for(lambda: len(h.commands) > 50, 30.0), graph.log("safety")
+        assert not any(m.startswith("ACTIVE") for _, m in h.modes), h.modes
+        assert int(h.safety_diag.get("command.second_publisher", "0")) > 0, h.safety_diag
+        h.node.destroy_publisher(intruder)
+        assert h.wait_for(lambda: h.mode().startswith("ACTIVE"), 30.0), f"{h.modes}\n{graph.log('safety')}"
+    finally:
+        h.close()
+        graph.close()
