@@ -1,8 +1,16 @@
-"""Policy bundles: policy.onnx + policy.yaml, validated before anything flies."""
+"""Policy bundles: policy.onnx + policy.yaml, validated before anything flies.
+
+Integrity: policy.yaml's integrity.sha256 covers policy.onnx (its sha256) and the whole of policy.yaml but that
+field, so an edited YAML (two same-size observation terms swapped, limits swapped) is refused like a changed
+ONNX file. Semantic checks then refuse what no export writes: limits out of order, a layout whose size is not
+the network's input, normalizer statistics of another size, quaternions that are not unit quaternions.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,7 +20,7 @@ import yaml
 from robot_rl.deploy.arm_ik import ARM_ACTION_MODES, ArmController
 from robot_rl.deploy.observation import Integrator, ObsTerm
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: integrity hash over policy.onnx + policy.yaml (1 hashed policy.onnx only)
 ACTION_MODES = ("rpyt", "ctbr", "motors", "joint_position", *ARM_ACTION_MODES)
 
 
@@ -95,6 +103,18 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+# libyaml's parser where installed (same constructors, several times faster on the normalizer's lists)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def integrity_hash(doc: dict, onnx_sha256: str) -> str:
+    """sha256 over the ONNX file's sha256 and policy.yaml's content without its integrity field, as canonical
+    JSON of the document as YAML reads it back (key order, spacing and comments do not count; every value does)."""
+    body = {k: v for k, v in doc.items() if k != "integrity"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(f"robot_rl bundle\n{onnx_sha256}\n{canonical}".encode()).hexdigest()
+
+
 def _vec(d: dict, key: str, n: int) -> np.ndarray:
     v = np.asarray(d[key], dtype=np.float64).reshape(-1)
     if v.shape != (n,):
@@ -111,12 +131,19 @@ def load_bundle(path: str | Path, check_onnx: bool = True) -> PolicyBundle:
     if not yaml_path.is_file():
         raise BundleError(f"no policy.yaml in {path}")
     try:
-        doc = yaml.safe_load(yaml_path.read_text())
+        doc = yaml.load(yaml_path.read_text(), Loader=_LOADER)
     except yaml.YAMLError as e:
         raise BundleError(f"{yaml_path} is not valid YAML: {str(e).splitlines()[0]}") from None
+    except UnicodeDecodeError:
+        raise BundleError(f"{yaml_path} is not text: not a policy.yaml") from None
     if not isinstance(doc, dict):
         raise BundleError(f"{yaml_path} does not hold a mapping")
     version = doc.get("schema_version")
+    if version == 1:
+        raise BundleError(
+            f"{yaml_path}: schema_version 1 bundles hash policy.onnx only, nothing vouches for policy.yaml: "
+            "re-export it (robot-rl export run=<run>)"
+        )
     if version != SCHEMA_VERSION:
         raise BundleError(
             f"{yaml_path}: schema_version {version!r} is not supported (this runtime reads {SCHEMA_VERSION})"
@@ -157,17 +184,108 @@ def load_bundle(path: str | Path, check_onnx: bool = True) -> PolicyBundle:
         raise BundleError(f"{yaml_path} is malformed: {type(e).__name__}: {e}") from None
     if int(obs.get("size", bundle.obs_dim)) != bundle.obs_dim:
         raise BundleError(f"observation.size {obs.get('size')} != sum of term sizes {bundle.obs_dim}")
-    if not bundle.control_rate_hz > 0:
+    if not (bundle.control_rate_hz > 0 and math.isfinite(bundle.control_rate_hz)):
         raise BundleError("control_rate_hz must be positive")
-    if bundle.action.mode in ARM_ACTION_MODES:
-        _check_arm(bundle, yaml_path)
+    digest = bundle.onnx_sha256
     if check_onnx:
         if not bundle.onnx_path.is_file():
             raise BundleError(f"missing {bundle.onnx_path}")
         digest = sha256_file(bundle.onnx_path)
         if digest != bundle.onnx_sha256:
             raise BundleError(f"{bundle.onnx_path.name} sha256 {digest[:12]}... does not match policy.yaml")
+    integrity = doc.get("integrity")
+    want = integrity.get("sha256") if isinstance(integrity, dict) else None
+    if not want:
+        raise BundleError(f"{yaml_path} has no integrity.sha256: not written by robot_rl's export; re-export it")
+    if integrity_hash(doc, digest) != want:
+        raise BundleError(
+            f"{yaml_path} was edited after export (its content does not match integrity.sha256): refused; "
+            "re-export the bundle"
+        )
+    # what the hash cannot tell: a bundle exported from a wrong task spec, or resealed by hand
+    check_semantics(bundle, yaml_path)
+    if bundle.action.mode in ARM_ACTION_MODES:
+        _check_arm(bundle, yaml_path)
+    if check_onnx:
+        _check_onnx_io(bundle)
     return bundle
+
+
+def _bad(values: np.ndarray) -> bool:
+    return bool(np.any(np.isnan(values)))
+
+
+def check_semantics(bundle: PolicyBundle, yaml_path: Path) -> None:
+    """What no export writes: limits out of order, offsets outside them, zero or negative scales, layout
+    terms of no size, normalizer statistics of another size or not positive, non-unit quaternions."""
+    a = bundle.action
+    if not a.names or len(set(a.names)) != len(a.names):
+        raise BundleError(f"{yaml_path}: action.names must be distinct and not empty")
+    for key in ("offset", "scale", "low", "high"):
+        if _bad(getattr(a, key)):
+            raise BundleError(f"{yaml_path}: action.{key} holds NaN")
+    for i, name in enumerate(a.names):
+        if not a.low[i] < a.high[i]:
+            raise BundleError(f"{yaml_path}: action '{name}' has low {a.low[i]:g} >= high {a.high[i]:g}")
+        if not a.low[i] <= a.offset[i] <= a.high[i]:
+            raise BundleError(f"{yaml_path}: action '{name}' offset {a.offset[i]:g} lies outside "
+                              f"[{a.low[i]:g}, {a.high[i]:g}]")  # fmt: skip
+        if not (0 < a.scale[i] < np.inf):
+            raise BundleError(f"{yaml_path}: action '{name}' scale {a.scale[i]:g} must be positive and finite")
+    for t in bundle.observation:
+        if t.dim < 1 or not (0 < abs(t.scale) < np.inf) or not t.clip > 0:
+            raise BundleError(f"{yaml_path}: observation term '{t.name}' needs dim >= 1, a finite non-zero scale "
+                              f"and a positive clip (dim {t.dim}, scale {t.scale:g}, clip {t.clip:g})")  # fmt: skip
+    norm = bundle.normalizer
+    for key in ("mean", "std"):
+        if key not in norm:
+            continue
+        try:
+            v = np.asarray(norm[key], dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise BundleError(f"{yaml_path}: normalizer.{key} is not a list of numbers") from None
+        if v.size != bundle.obs_dim:
+            raise BundleError(f"{yaml_path}: normalizer.{key} has {v.size} values, the observation {bundle.obs_dim}")
+        if not np.all(np.isfinite(v)) or (key == "std" and not np.all(v > 0)):
+            raise BundleError(f"{yaml_path}: normalizer.{key} must be finite{' and positive' if key == 'std' else ''}")
+    for where, q in _quaternions(bundle.extra, "extra"):
+        norm_q = float(np.linalg.norm(q))
+        if not abs(norm_q - 1.0) < 1e-3:
+            raise BundleError(f"{yaml_path}: {where} is not a unit quaternion (norm {norm_q:.4g})")
+
+
+def _quaternions(node, where: str):
+    """(path, values) of every 4-number list under a key that names a quaternion (quat, quaternion, ...)."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if "quat" in str(k).lower() and isinstance(v, (list, tuple)) and len(v) == 4:
+                try:
+                    yield f"{where}.{k}", np.asarray(v, dtype=np.float64)
+                except (TypeError, ValueError):
+                    raise BundleError(f"{where}.{k} is not a list of numbers") from None
+            else:
+                yield from _quaternions(v, f"{where}.{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _quaternions(v, f"{where}[{i}]")
+
+
+def _check_onnx_io(bundle: PolicyBundle) -> None:
+    """The network reads the layout's size and writes one value per action (what the runtime will feed it)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    try:
+        session = ort.InferenceSession(str(bundle.onnx_path), sess_options=opts, providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime raises its own exception types for corrupt models
+        raise BundleError(f"{bundle.onnx_path} cannot be loaded by onnxruntime: {str(e).splitlines()[0]}") from None
+    n_in, n_out = session.get_inputs()[0].shape[-1], session.get_outputs()[0].shape[-1]
+    if n_in != bundle.obs_dim:  # the runtime's words (PolicyRuntime checks the same)
+        raise BundleError(f"ONNX input size {n_in} does not match observation layout size {bundle.obs_dim}")
+    if n_out != bundle.action_dim:
+        raise BundleError(f"ONNX output size {n_out} does not match {bundle.action_dim} actions")
 
 
 def _check_arm(bundle: PolicyBundle, yaml_path: Path) -> None:
@@ -186,8 +304,13 @@ def _check_arm(bundle: PolicyBundle, yaml_path: Path) -> None:
 def write_bundle(bundle: PolicyBundle) -> Path:
     """Write policy.yaml for a bundle whose ONNX file is already in place (hash filled in here)."""
     bundle.onnx_sha256 = sha256_file(bundle.onnx_path)
+    doc = yaml.load(yaml.safe_dump(bundle.to_dict(), sort_keys=False), Loader=_LOADER)  # hashed as it reads back
+    doc["integrity"] = {
+        "sha256": integrity_hash(doc, bundle.onnx_sha256),
+        "covers": "onnx.sha256 of policy.onnx and all of policy.yaml but this field (robot_rl.deploy.bundle)",
+    }
     out = bundle.path / "policy.yaml"
     tmp = out.with_suffix(".yaml.tmp")
-    tmp.write_text(yaml.safe_dump(bundle.to_dict(), sort_keys=False))
+    tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
     tmp.replace(out)
     return out

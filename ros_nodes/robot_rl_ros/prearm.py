@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from robot_rl.deploy import BundleError, PolicyBundle, load_bundle
-
-SUPPORTED_SCHEMA = 1
+from robot_rl.deploy.bundle import SCHEMA_VERSION as SUPPORTED_SCHEMA  # noqa: F401 - the runtime decides
 
 
 @dataclass(frozen=True)
@@ -23,7 +22,8 @@ def check_bundle(bundle_dir: str, spec: RobotSpec) -> tuple[PolicyBundle | None,
     if not bundle_dir:
         return None, ["no policy bundle given (parameter 'bundle')"]
     try:
-        bundle = load_bundle(bundle_dir, check_onnx=True)  # schema version and ONNX sha256
+        # schema version, ONNX sha256, integrity hash over policy.onnx + policy.yaml, semantic checks
+        bundle = load_bundle(bundle_dir, check_onnx=True)
     except BundleError as e:
         return None, [f"bundle: {e}"]
     problems = []

@@ -115,5 +115,12 @@ def test_bundle_observation_layout_mismatch(tmp_path, hover_bundle):
     doc = yaml.safe_load((b / "policy.yaml").read_text())
     doc["observation"]["terms"] = doc["observation"]["terms"][:-1]  # one term fewer than the network expects
     doc["observation"]["size"] -= 3
+    for k in ("mean", "std"):
+        doc["normalizer"][k] = doc["normalizer"][k][:-3]
+    (b / "policy.yaml").write_text(yaml.safe_dump(doc))
+    assert_one_line_error(run_cli("sitl", f"bundle={b}", "ros=false"), "edited after export")
+    from robot_rl.deploy.bundle import integrity_hash, sha256_file
+
+    doc["integrity"]["sha256"] = integrity_hash(doc, sha256_file(b / "policy.onnx"))  # resealed by hand
     (b / "policy.yaml").write_text(yaml.safe_dump(doc))
     assert_one_line_error(run_cli("sitl", f"bundle={b}", "ros=false"), "ONNX input size")

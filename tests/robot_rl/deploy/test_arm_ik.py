@@ -220,22 +220,30 @@ MALFORMED = {  # field -> (edit of the extra section, what the error must say)
 }
 
 
+def _sealed(doc: dict) -> dict:
+    """doc with the integrity hash an export would write (over its claimed ONNX sha256)."""
+    from robot_rl.deploy.bundle import integrity_hash
+
+    doc = yaml.safe_load(yaml.safe_dump(doc))
+    return {**doc, "integrity": {"sha256": integrity_hash(doc, doc["onnx"]["sha256"])}}
+
+
 @pytest.mark.parametrize("field", list(MALFORMED))
 def test_malformed_ik_section_is_refused_naming_the_field(tmp_path, field):
     edit, message = MALFORMED[field]
     task = make_task("arm_reach", action_mode="ee_position")
     spec = ACTION_SPECS["ee_position"]
     doc = {
-        "schema_version": 1, "robot": "panda_like", "task": "arm_reach", "control_rate_hz": 25.0,
+        "schema_version": 2, "robot": "panda_like", "task": "arm_reach", "control_rate_hz": 25.0,
         "observation": {"terms": task.obs_layout},
         "action": {"mode": "ee_position", **{k: spec[k] for k in ("names", "offset", "scale", "low", "high")}},
         "onnx": {"file": "policy.onnx", "sha256": "0" * 64},
         "extra": bundle_extra(task),
     }  # fmt: skip
-    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(doc))
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(_sealed(doc)))
     load_bundle(tmp_path, check_onnx=False)  # the unedited section loads
     bad = copy.deepcopy(doc)
     edit(bad["extra"])
-    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(bad))
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(_sealed(bad)))  # a valid hash: the IK check refuses it
     with pytest.raises(BundleError, match=message.replace(".", r"\.")):
         load_bundle(tmp_path, check_onnx=False)

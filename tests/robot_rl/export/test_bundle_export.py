@@ -90,7 +90,8 @@ def test_runtime_integrator_matches_simulator(tiny_run, hover_bundle):
 
 def test_bundle_yaml_describes_the_policy(hover_bundle):
     doc = yaml.safe_load((hover_bundle / "policy.yaml").read_text())
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
+    assert len(doc["integrity"]["sha256"]) == 64  # over policy.onnx and the rest of this file
     assert doc["action"]["mode"] == "rpyt"
     assert doc["control_rate_hz"] == 100.0
     assert doc["action"]["names"] == ["roll_deg", "pitch_deg", "yaw_rate_deg_s", "thrust_pwm"]
