@@ -19,7 +19,7 @@ import numpy as np
 
 from robot_rl_ros.event_log import EventLog
 from robot_rl_ros.limits import is_finite, tilt_deg
-from robot_rl_ros.monitor import InputMonitor
+from robot_rl_ros.monitor import CommanderWatch, InputMonitor
 
 
 class JointMode(IntEnum):
@@ -169,9 +169,9 @@ class JointSupervisor:
         self.last_cmd: np.ndarray | None = None
         self.last_cmd_time: float | None = None
         self.events = EventLog()
-        self.counts = {k: 0 for k in ("action.nonfinite", "action.bad_dim", "limit.joint", "limit.lead", "limit.speed",
-                                      "limit.workspace", "command.second_publisher", "commands")}  # fmt: skip
-        self.command_conflict: str | None = None  # another publisher of the robot's command topic
+        self.counts = {k: 0 for k in ("action.nonfinite", "action.bad_dim", "limit.joint", "limit.lead",
+                                      "limit.speed", "limit.workspace", "commands")}  # fmt: skip
+        self.commanders = CommanderWatch()
 
     # ----- inputs -----
     @property
@@ -207,17 +207,11 @@ class JointSupervisor:
     def on_command_publishers(self, now: float, topic: str, others: list[str]) -> None:
         """Who else publishes the robot's command topic (a graph query): a fault that blocks arming and,
         once armed, engages the fallback."""
-        if not others:
-            self.command_conflict = None
-            return
-        reason = f"second publisher on {topic}: {', '.join(others)}"
-        self.counts["command.second_publisher"] += 1
-        if reason != self.command_conflict:
-            if self.mode == JointMode.ACTIVE:
-                self._fall(now, self.fallback_mode, reason)
-            else:
-                self.note(now, "fault", reason)
-        self.command_conflict = reason
+        reason = self.commanders.update(topic, others)
+        if reason and self.mode == JointMode.ACTIVE:
+            self._fall(now, self.fallback_mode, reason)
+        elif reason:
+            self.note(now, "fault", reason)
 
     def estop(self, now: float, reason: str) -> None:
         if self.mode != JointMode.ESTOP:
@@ -234,8 +228,8 @@ class JointSupervisor:
 
     def arm_blockers(self, now: float) -> list[str]:
         out = list(self.prearm_problems)
-        if self.command_conflict:
-            out.append(self.command_conflict)
+        if self.commanders.conflict:
+            out.append(self.commanders.conflict)
         if not self.state_in.fresh(now):
             out.append(f"joint_states not fresh (age {self.state_in.age(now):.2f} s)")
         if self.action_time is None or now - self.action_time > self.cfg.command_timeout_s:
@@ -349,4 +343,8 @@ class JointSupervisor:
         return reason
 
     def counters(self) -> dict[str, int]:
-        return {**self.counts, **self.state_in.counters()}
+        return {
+            **self.counts,
+            **self.state_in.counters(),
+            "command.second_publisher": self.commanders.checks_with_conflict,
+        }

@@ -89,3 +89,22 @@ class InputMonitor:
             f"{self.name}.dropped_nonfinite": self.dropped_nonfinite,
             f"{self.name}.rejected_in_row": self.rejected_in_row,
         }
+
+
+@dataclass
+class CommanderWatch:
+    """Who else publishes the robot's command topic, as the graph says: a fault while anyone does."""
+
+    conflict: str | None = None  # the current fault's reason, None while the safety node is alone
+    checks_with_conflict: int = 0
+
+    def update(self, topic: str, others: list[str]) -> str | None:
+        """Record a graph check; returns the reason when a conflict appears or changes (to act on once)."""
+        if not others:
+            self.conflict = None
+            return None
+        reason = f"second publisher on {topic}: {', '.join(others)}"
+        self.checks_with_conflict += 1
+        new = reason != self.conflict
+        self.conflict = reason
+        return reason if new else None

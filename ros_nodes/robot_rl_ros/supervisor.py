@@ -15,7 +15,7 @@ import numpy as np
 from robot_rl_ros import limits as L
 from robot_rl_ros.event_log import EventLog
 from robot_rl_ros.fallback import MOTORS_OFF, FallbackController
-from robot_rl_ros.monitor import InputMonitor
+from robot_rl_ros.monitor import CommanderWatch, InputMonitor
 
 
 class Mode(IntEnum):
@@ -82,10 +82,9 @@ class SafetySupervisor:
             "limit.clip": 0,
             "limit.tilt": 0,
             "limit.rate": 0,
-            "command.second_publisher": 0,
             "commands": 0,
         }
-        self.command_conflict: str | None = None  # another publisher of the robot's command topic
+        self.commanders = CommanderWatch()
 
     # ----- inputs -----
     def on_state(self, state: dict, stamp: float, now: float) -> str | None:
@@ -124,17 +123,11 @@ class SafetySupervisor:
     def on_command_publishers(self, now: float, topic: str, others: list[str]) -> None:
         """Who else publishes the robot's command topic (a graph query). Another commander is a fault: it
         blocks arming and, once armed, lands (the robot may be obeying it: no time to hover and wait)."""
-        if not others:
-            self.command_conflict = None
-            return
-        reason = f"second publisher on {topic}: {', '.join(others)}"
-        self.counts["command.second_publisher"] += 1
-        if reason != self.command_conflict:
-            if self.mode == Mode.ACTIVE:
-                self._fall(now, Mode.LAND, reason)
-            else:
-                self._note(now, "fault", reason)
-        self.command_conflict = reason
+        reason = self.commanders.update(topic, others)
+        if reason and self.mode == Mode.ACTIVE:
+            self._fall(now, Mode.LAND, reason)
+        elif reason:
+            self._note(now, "fault", reason)
 
     def estop(self, now: float, reason: str) -> None:
         if self.mode != Mode.ESTOP:
@@ -152,8 +145,8 @@ class SafetySupervisor:
 
     def arm_blockers(self, now: float) -> list[str]:
         out = list(self.prearm_problems)
-        if self.command_conflict:
-            out.append(self.command_conflict)
+        if self.commanders.conflict:
+            out.append(self.commanders.conflict)
         if self.unlock_sent < self.cfg.unlock_setpoints:
             out.append(f"zero-thrust unlock setpoints sent: {self.unlock_sent}/{self.cfg.unlock_setpoints}")
         if not self.state_in.fresh(now):
@@ -301,4 +294,5 @@ class SafetySupervisor:
     def counters(self) -> dict[str, int]:
         out = dict(self.counts)
         out.update(self.state_in.counters())
+        out["command.second_publisher"] = self.commanders.checks_with_conflict
         return out

@@ -283,3 +283,18 @@ def test_prearm_reports_bundle_problems(pd_bundle, tmp_path):
     (other / "policy.onnx").write_bytes(b"tampered")
     _, problems = check_bundle(str(other), RobotSpec())
     assert "sha256" in problems[0]
+
+
+def test_a_second_commander_blocks_arming_and_lands_once_armed():
+    sup = SafetySupervisor(SupervisorConfig(unlock_setpoints=0), [])
+    sup.on_state(state(), 0.0, 0.0)
+    sup.on_action(np.array([0.0, 0.0, 0.0, 38000.0]), 0.0)
+    sup.on_command_publishers(0.0, "/cf1/cmd_vel_legacy", ["/cf1/intruder"])
+    assert "second publisher on /cf1/cmd_vel_legacy: /cf1/intruder" in sup.arm(0.0)
+    sup.on_command_publishers(0.01, "/cf1/cmd_vel_legacy", [])
+    assert sup.arm(0.01) is None and sup.mode == Mode.ACTIVE
+    for k in range(3):
+        sup.on_command_publishers(0.02 + k * 0.1, "/cf1/cmd_vel_legacy", ["/cf1/intruder"])
+    assert sup.mode == Mode.LAND and "second publisher" in sup.reason
+    assert sup.counters()["command.second_publisher"] == 4
+    assert sum(e.kind == "LAND" for e in sup.events.since(0)) == 1  # one event per conflict, not per check
