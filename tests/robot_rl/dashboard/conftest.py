@@ -217,9 +217,8 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory, video_file: Path, tiny_r
     return root
 
 
-@pytest.fixture()
-def server(runs_root: Path, tmp_path: Path) -> Iterator[DashboardServer]:
-    srv = make_server(runs_root, port=0, store=str(tmp_path / "store.sqlite"), rescan_interval_s=0)
+def _serve(srv: DashboardServer) -> Iterator[DashboardServer]:
+    """Serve on a thread for the test, then shut down."""
     thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
     thread.start()
     try:
@@ -228,6 +227,12 @@ def server(runs_root: Path, tmp_path: Path) -> Iterator[DashboardServer]:
         srv.shutdown()
         srv.server_close()
         thread.join(timeout=5)
+
+
+@pytest.fixture()
+def server(runs_root: Path, tmp_path: Path) -> Iterator[DashboardServer]:
+    srv = make_server(runs_root, port=0, store=str(tmp_path / "store.sqlite"), rescan_interval_s=0)
+    yield from _serve(srv)
 
 
 # Malformed evaluation files: wrong types, huge integers, junk per-episode rows, not JSON.
@@ -297,11 +302,4 @@ def hostile_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def hostile_server(hostile_root: Path, tmp_path: Path) -> Iterator[DashboardServer]:
     # The default store, inside the runs root: the database a symlink points at.
     srv = make_server(hostile_root, port=0, rescan_interval_s=0)
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-    thread.start()
-    try:
-        yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        thread.join(timeout=5)
+    yield from _serve(srv)
