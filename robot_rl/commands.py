@@ -183,7 +183,7 @@ def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
         for line in resume_config(cfg, given, list(overrides), checkpoint, run_dir / "config.yaml"):
             print(line)
     else:
-        name = cfg.run_name or new_run_name(cfg.task.name, cfg.algo.name, int(cfg.seed))
+        name = cfg.run_name or new_run_name(cfg.task.name, cfg.algo.name, int(cfg.seed), Path(cfg.runs_root))
         run_dir = Path(cfg.runs_root) / name
         if run_dir.exists():
             raise ConfigError(f"run directory {run_dir} exists; pick another run_name or resume={run_dir}")
@@ -253,7 +253,7 @@ def imitate_one(cfg: DictConfig, dagger) -> Path:
     from robot_rl.training.imitation import run_dagger, teacher_actions, warm_up_critic
     from robot_rl.training.ppo_trainer import PPOTrainer
 
-    name = cfg.run_name or new_run_name(cfg.task.name, f"{cfg.algo.name}_dagger", int(cfg.seed))
+    name = cfg.run_name or new_run_name(cfg.task.name, f"{cfg.algo.name}_dagger", int(cfg.seed), Path(cfg.runs_root))
     run_dir = Path(cfg.runs_root) / name
     if run_dir.exists():
         raise ConfigError(f"run directory {run_dir} exists; pick another run_name")

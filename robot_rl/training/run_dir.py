@@ -48,8 +48,17 @@ def write_json_atomic(path: Path, obj: dict | list) -> None:
     tmp.replace(path)
 
 
-def new_run_name(task: str, algo: str, seed: int) -> str:
-    return f"{task}_{algo}_s{seed}_{time.strftime('%Y%m%d-%H%M%S')}"
+def new_run_name(task: str, algo: str, seed: int, runs_root: Path | None = None) -> str:
+    """<task>_<algo>_s<seed>_<local time>; with runs_root, a -2, -3, ... suffix when a run started in the
+    same second already has the name (a sweep or a script starts runs faster than that)."""
+    name = f"{task}_{algo}_s{seed}_{time.strftime('%Y%m%d-%H%M%S')}"
+    if runs_root is None:
+        return name
+    k, free = 1, name
+    while (Path(runs_root) / free).exists():
+        k += 1
+        free = f"{name}-{k}"
+    return free
 
 
 def read_meta(run_dir: Path) -> dict:
