@@ -15,6 +15,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from robot_rl.config import ConfigError, expand_sweep, load_config, to_yaml
 from robot_rl.envs import make_env
 from robot_rl.schema import check_ranges
+from robot_rl.sitl_flight import fly_sitl
 from robot_rl.training.checkpoint import latest_checkpoint, load_checkpoint, task_config_hash, task_record
 from robot_rl.training.run_dir import (
     begin_run,
@@ -434,70 +435,6 @@ def cmd_sitl(args: list[str]) -> dict:
         raise ConfigError(f"sitl ros={opts['ros']!r} is not allowed: one of auto, true, false")
     return fly_sitl(Path(opts["bundle"]), seconds, opts.get("ros", "auto"),
                     Path(opts["out"]) if "out" in opts else None)  # fmt: skip
-
-
-def fly_sitl(bundle_dir: Path, seconds: float = 10.0, ros: str = "auto", out: Path | None = None) -> dict:
-    """Fly a bundle from the floor to its goal: through the ROS 2 nodes when rclpy is here, else in-process."""
-    from robot_rl.deploy import load_bundle
-
-    bundle = load_bundle(bundle_dir)
-    if "swarm" in bundle.extra:
-        return _fly_swarm_sitl(bundle_dir, int(bundle.extra["swarm"]["num_drones"]), seconds, out)
-    result = None
-    if ros in ("auto", "true"):
-        try:
-            from robot_rl_ros.sitl import fly
-        except ImportError as e:
-            if ros == "true":
-                raise ConfigError(f"ros=true but the ROS 2 package is not importable: {e}") from None
-        else:
-            result = dict(fly(str(bundle_dir), seconds, (0.0, 0.0, 1.0), lockstep=True))
-            result.update(transport="ros2 (policy, safety and sim-bridge nodes over DDS)",
-                          final_position_error_m=result["final_error_m"],
-                          crashed=result["mode"] != "ACTIVE")  # fmt: skip
-    if result is None:
-        result = _fly_in_process(bundle_dir, seconds)
-    extra = f", safety mode {result['mode']}, {result['commands']} commands" if "mode" in result else ""
-    print(f"sitl ({result['transport']}): {seconds:.0f} s flight from the floor, final position error "
-          f"{result['final_position_error_m'] * 100:.1f} cm{extra}")  # fmt: skip
-    if out is not None:
-        write_json_atomic(out, result)
-    return result
-
-
-def _fly_swarm_sitl(bundle_dir: Path, num_drones: int, seconds: float, out: Path | None) -> dict:
-    """A swarm bundle's team in lock-step SITL through the ROS 2 nodes (one namespace per drone, scene 0)."""
-    try:
-        from robot_rl_ros.sitl import fly_swarm
-    except ImportError as e:
-        raise ConfigError(
-            f"a swarm bundle flies in SITL through the ROS 2 nodes, which are not importable: {e}"
-        ) from None
-    result = fly_swarm(str(bundle_dir), num_drones, 0, seconds)
-    result.pop("observer")
-    modes = {name: (d["modes"] or ["unknown"])[-1] for name, d in result["drones"].items()}
-    print(f"sitl (ros2 swarm, {num_drones} drones over DDS): {result['sim_seconds']:.1f} s; modes {modes}")
-    if out is not None:
-        write_json_atomic(out, result)
-    return result
-
-
-def _fly_in_process(bundle_dir: Path, seconds: float) -> dict:
-    from robot_rl.deploy import PolicyRuntime
-    from sim.crazyflie_sitl import CrazyflieSitl
-
-    runtime = PolicyRuntime(bundle_dir)
-    goal = np.array([0.0, 0.0, 1.0])
-    sim = CrazyflieSitl(seed=0, randomize=False, goal=goal)
-    sim.reset()
-    errors = []
-    for _ in range(int(seconds / sim.dt)):
-        raw = sim.state()
-        raw["goal"] = goal
-        sim.step(runtime.act(raw))
-        errors.append(float(np.linalg.norm(sim.state()["position"] - goal)))
-    return {"transport": "in-process deploy runtime", "final_position_error_m": errors[-1], "crashed": sim.crashed,
-            "max_error_last_2s_m": max(errors[-200:])}  # fmt: skip
 
 
 # -- demo ---------------------------------------------------------------------------------------------
