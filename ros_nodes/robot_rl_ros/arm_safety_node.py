@@ -18,7 +18,7 @@ from robot_rl.deploy.arm_ik import IKSpec, forward_kinematics
 from robot_rl_ros import qos
 from robot_rl_ros.joint_supervisor import JointSupervisor, JointSupervisorConfig, arm_limits
 from robot_rl_ros.msgs import ARM_JOINT_NAMES
-from robot_rl_ros.params import declare
+from robot_rl_ros.params import declare, max_future_s
 from robot_rl_ros.prearm import RobotSpec, check_bundle
 from robot_rl_ros.safety_base import SafetyNodeBase
 
@@ -63,7 +63,7 @@ class ArmSafetyNode(SafetyNodeBase):
             limits=arm_limits().with_params(p),
             fallback="hold",
             state_max_age_s=p["state_max_age_s"],
-            state_max_future_s=p["state_max_future_s"],
+            state_max_future_s=max_future_s(self, p["state_max_future_s"]),
             command_timeout_s=p["command_timeout_s"],
             auto_arm=p["auto_arm"],
         )

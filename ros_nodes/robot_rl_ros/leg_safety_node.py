@@ -19,7 +19,7 @@ from std_msgs.msg import Float64MultiArray
 from robot_rl_ros import qos
 from robot_rl_ros.joint_supervisor import JointSupervisor, JointSupervisorConfig, go1_limits
 from robot_rl_ros.msgs import LEG_JOINT_NAMES
-from robot_rl_ros.params import declare
+from robot_rl_ros.params import declare, max_future_s
 from robot_rl_ros.prearm import RobotSpec, check_bundle
 from robot_rl_ros.safety_base import SafetyNodeBase
 
@@ -64,7 +64,7 @@ class LegSafetyNode(SafetyNodeBase):
             limits=go1_limits().with_params(p),
             fallback="damp",
             state_max_age_s=p["state_max_age_s"],
-            state_max_future_s=p["state_max_future_s"],
+            state_max_future_s=max_future_s(self, p["state_max_future_s"]),
             command_timeout_s=p["command_timeout_s"],
             max_tilt_deg=p["max_tilt_deg"],
             auto_arm=p["auto_arm"],

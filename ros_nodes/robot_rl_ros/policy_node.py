@@ -30,7 +30,7 @@ from robot_rl_ros.latency import LatencyStats
 from robot_rl_ros.monitor import InputMonitor
 from robot_rl_ros.msgs import ADAPTERS, ARM_JOINT_NAMES, odometry_to_raw, parse_input_spec, stamp_to_s
 from robot_rl_ros.neighbours import NeighbourBroadcasts
-from robot_rl_ros.params import declare
+from robot_rl_ros.params import declare, max_future_s
 
 PARAMS = {
     "bundle": "",
@@ -77,7 +77,7 @@ class PolicyNode(Node):
         for spec in p["inputs"]:
             topic, kind, keys = parse_input_spec(spec)
             msg_type, _, factory = ADAPTERS[kind]
-            mon = InputMonitor(topic, p["state_max_age_s"], p["state_max_future_s"])
+            mon = InputMonitor(topic, p["state_max_age_s"], max_future_s(self, p["state_max_future_s"]))
             # A setpoint from its parameter is always valid; setpoint messages only refresh it.
             if not SETPOINTS & set(keys):
                 self.monitors[topic] = mon
@@ -133,7 +133,8 @@ class PolicyNode(Node):
         k = int(swarm["k_neighbours"])
         self.min_neighbours = min(k, len(names)) if p["min_neighbours"] < 0 else int(p["min_neighbours"])
         self.neighbour_names = names
-        nb = NeighbourBroadcasts(rate, latency, p["neighbour_max_age_s"], origin, max_future_s=p["state_max_future_s"])
+        ahead_s = max_future_s(self, p["state_max_future_s"])
+        nb = NeighbourBroadcasts(rate, latency, p["neighbour_max_age_s"], origin, max_future_s=ahead_s)
         for name in names:
             self.create_subscription(Odometry, f"/{name}/odom", self._make_neighbour_cb(nb, name), qos.SENSOR)
         return nb

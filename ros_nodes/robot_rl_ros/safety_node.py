@@ -24,7 +24,7 @@ from robot_rl_ros.fallback import FallbackController, FallbackGains
 from robot_rl_ros.limits import DroneLimits
 from robot_rl_ros.motor_fallback import MotorFallback
 from robot_rl_ros.msgs import odometry_to_raw, rpyt_to_twist, stamp_to_s
-from robot_rl_ros.params import declare
+from robot_rl_ros.params import declare, max_future_s
 from robot_rl_ros.prearm import RobotSpec, check_bundle
 from robot_rl_ros.safety_base import SafetyNodeBase
 from robot_rl_ros.supervisor import SafetySupervisor, SupervisorConfig
@@ -78,7 +78,7 @@ class SafetyNode(SafetyNodeBase):
         cfg = SupervisorConfig(
             limits=DroneLimits.from_params(p),
             state_max_age_s=p["state_max_age_s"],
-            state_max_future_s=p["state_max_future_s"],
+            state_max_future_s=max_future_s(self, p["state_max_future_s"]),
             command_timeout_s=p["command_timeout_s"],
             hover_timeout_s=p["hover_timeout_s"],
             land_timeout_s=p["land_timeout_s"],
