@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from robot_rl.store import writes
 from robot_rl.store.paths import Entry, RunScan, in_artifact_dir, scan_run
 from robot_rl.store.store import DEFAULT_FILENAME, Store
 from robot_rl.store.validate import evaluation_problem
@@ -198,14 +199,14 @@ def _index_run(store: Store, run_dir: Path, *, force: bool, known: str | None, u
             artifacts.append({"kind": kind, "relpath": e.relpath, "size_bytes": e.size, "mtime": e.mtime})
 
     with store.transaction() as tx:
-        run_id = store._upsert_run(tx, name, fields)
-        store._drop_invalid_evaluations(tx, run_id)
+        run_id = writes.upsert_run(tx, name, fields)
+        writes.drop_invalid_evaluations(tx, run_id)
         for ev, mtime in evaluations:
-            store._upsert_evaluation(tx, run_id, ev, created_at=mtime)
+            writes.upsert_evaluation(tx, run_id, ev, created_at=mtime)
         for ev_name, reason, mtime in invalid:
-            store._record_invalid_evaluation(tx, run_id, ev_name, reason, mtime)
-        store.replace_artifacts(tx, run_id, artifacts)
-        store._refresh_board(tx, run_id)
+            writes.record_invalid_evaluation(tx, run_id, ev_name, reason, mtime)
+        writes.replace_artifacts(tx, run_id, artifacts)
+        writes.refresh_board(tx, run_id)
     return name
 
 

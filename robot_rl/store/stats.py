@@ -41,6 +41,13 @@ _T95 = [
 ]
 
 
+def _t_interval(n: int, mean: float, var: float, lo: float, hi: float) -> tuple[float, float, float]:
+    """``mean`` with the t-based 95 % interval of ``n`` (at least 2) values of variance ``var``."""
+    t = _T95[n - 2] if n - 1 <= len(_T95) else 1.96
+    half = t * math.sqrt(var / n)
+    return (mean, max(lo, mean - half), min(hi, mean + half))
+
+
 def wilson_ci95(successes: float, n: int) -> tuple[float, float]:
     """Wilson score interval for a success rate; sensible at 0 % and 100 % unlike Wald's."""
     if n <= 0:
@@ -61,10 +68,7 @@ def mean_ci95(values: Sequence[float], lo: float = 0.0, hi: float = 1.0) -> tupl
     mean = sum(values) / n
     if n == 1:
         return (mean, lo, hi)
-    var = sum((v - mean) ** 2 for v in values) / (n - 1)
-    t = _T95[n - 2] if n - 1 <= len(_T95) else 1.96
-    half = t * math.sqrt(var / n)
-    return (mean, max(lo, mean - half), min(hi, mean + half))
+    return _t_interval(n, mean, sum((v - mean) ** 2 for v in values) / (n - 1), lo, hi)
 
 
 def mean_ci95_from_sums(
@@ -78,7 +82,4 @@ def mean_ci95_from_sums(
         return (mean, lo, hi)
     # One-pass variance; rates lie in [0, 1], so cancellation costs nothing visible, and a
     # rounding residue below zero is clamped.
-    var = max(0.0, (total_sq - n * mean * mean) / (n - 1))
-    t = _T95[n - 2] if n - 1 <= len(_T95) else 1.96
-    half = t * math.sqrt(var / n)
-    return (mean, max(lo, mean - half), min(hi, mean + half))
+    return _t_interval(n, mean, max(0.0, (total_sq - n * mean * mean) / (n - 1)), lo, hi)
