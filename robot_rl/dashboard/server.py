@@ -28,8 +28,8 @@ import yaml
 
 from robot_rl.dashboard.tb import ScalarReader
 from robot_rl.store import Store, StoreError, index_runs_root, open_store
+from robot_rl.store.leaderboard import LEADERBOARD_LIMIT, MAX_LEADERBOARD_LIMIT
 from robot_rl.store.paths import ARTIFACT_DIRS, Refused, in_artifact_dir, resolve_file, run_dir_in
-from robot_rl.store.store import LEADERBOARD_LIMIT, MAX_LEADERBOARD_LIMIT
 
 log = logging.getLogger(__name__)
 
