@@ -63,14 +63,16 @@ def _deploy_check(args: list[str]) -> int:
     import contextlib
     import io
 
+    from robot_rl.ros_package import ros_function
+
     try:
-        from robot_rl_ros import deploy_check
+        parse_args, check = ros_function("deploy_check_args"), ros_function("deploy_check")
     except ImportError as e:
         return _fail(f"deploy check needs the ROS 2 package (pip install ./ros_nodes): {e}")
     errors = io.StringIO()
     try:  # argparse prints its usage and error over two lines: keep the error line
         with contextlib.redirect_stderr(errors):
-            parsed = deploy_check.parse_args(args)  # reads the bundle's robot from its policy.yaml
+            parsed = parse_args(args)  # reads the bundle's robot from its policy.yaml
     except SystemExit as e:
         if not e.code:  # --help
             return 0
@@ -87,7 +89,7 @@ def _deploy_check(args: list[str]) -> int:
         check_options(vars(parsed), DEPLOY_CHECK_RULES)
     except ConfigError as e:
         return _fail(f"deploy check: {e}")
-    return deploy_check.main(args)
+    return check(args)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:

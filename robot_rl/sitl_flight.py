@@ -1,4 +1,4 @@
-"""`robot-rl sitl`: fly a bundle in software in the loop, through the ROS 2 nodes when they are importable
+"""`robot-rl sitl`: fly a bundle in software in the loop, through the ROS 2 nodes when their package is installed
 (one drone, or a swarm bundle's team), else through the deploy runtime in-process."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl.config import ConfigError
+from robot_rl.ros_package import ros_function
 from robot_rl.training.run_dir import write_json_atomic
 
 
@@ -21,7 +22,7 @@ def fly_sitl(bundle_dir: Path, seconds: float = 10.0, ros: str = "auto", out: Pa
     result = None
     if ros in ("auto", "true"):
         try:
-            from robot_rl_ros.sitl import fly
+            fly = ros_function("sitl_fly")
         except ImportError as e:
             if ros == "true":
                 raise ConfigError(f"ros=true but the ROS 2 package is not importable: {e}") from None
@@ -43,7 +44,7 @@ def fly_sitl(bundle_dir: Path, seconds: float = 10.0, ros: str = "auto", out: Pa
 def _fly_swarm_sitl(bundle_dir: Path, num_drones: int, seconds: float, out: Path | None) -> dict:
     """A swarm bundle's team in lock-step SITL through the ROS 2 nodes (one namespace per drone, scene 0)."""
     try:
-        from robot_rl_ros.sitl import fly_swarm
+        fly_swarm = ros_function("sitl_fly_swarm")
     except ImportError as e:
         raise ConfigError(
             f"a swarm bundle flies in SITL through the ROS 2 nodes, which are not importable: {e}"

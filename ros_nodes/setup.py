@@ -18,6 +18,13 @@ EXECUTABLES = {
     "recorder": "recorder",
     "deploy_check": "deploy_check",
 }
+# What robot_rl calls in this package, looked up by name (robot_rl.ros_package): robot_rl never imports it.
+ROBOT_RL_FUNCTIONS = {
+    "sitl_fly": "sitl:fly",
+    "sitl_fly_swarm": "sitl:fly_swarm",
+    "deploy_check": "deploy_check:main",
+    "deploy_check_args": "deploy_check:parse_args",
+}
 
 setup(
     name=PACKAGE,
@@ -33,5 +40,8 @@ setup(
     zip_safe=True,
     description="ROS 2 nodes for robot_rl policy bundles",
     license="Apache-2.0",
-    entry_points={"console_scripts": [f"{exe} = {PACKAGE}.{mod}:main" for exe, mod in EXECUTABLES.items()]},
+    entry_points={
+        "console_scripts": [f"{exe} = {PACKAGE}.{mod}:main" for exe, mod in EXECUTABLES.items()],
+        "robot_rl.ros": [f"{name} = {PACKAGE}.{target}" for name, target in ROBOT_RL_FUNCTIONS.items()],
+    },
 )
