@@ -127,7 +127,7 @@ def test_policy_killed_falls_back_fast(graph_and_harness):
 
 def test_bad_bundle_exits_with_one_line_reason(tmp_path):
     from robot_rl_ros.rosenv import local_dds_env
-    from robot_rl_ros.sitl import _pythonpath
+    from robot_rl_ros.sitl_graph import _pythonpath
 
     env = local_dds_env(DOMAIN_ID)
     env["PYTHONPATH"] = _pythonpath()

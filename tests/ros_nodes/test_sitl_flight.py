@@ -50,7 +50,8 @@ def test_a_stalled_observer_still_sees_every_command_at_its_simulated_time(bundl
     reported as a gap in the robot's command stream (CI once failed on exactly that)."""
     import time
 
-    from robot_rl_ros.sitl import Observer, SitlGraph, _max_gap
+    from robot_rl_ros.sitl import Observer, SitlGraph
+    from robot_rl_ros.sitl_scenarios import _max_gap
 
     with SitlGraph("cf1", lockstep=True) as graph:
         obs = Observer("cf1", graph.domain_id, use_sim_time=True)

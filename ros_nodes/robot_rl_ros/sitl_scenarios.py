@@ -1,0 +1,209 @@
+"""SITL scenarios: fly a drone or a team, reach with the arm, walk the quadruped; each returns a summary."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from robot_rl_ros.sitl_graph import SitlGraph
+from robot_rl_ros.sitl_observers import Observer, SwarmObserver
+
+
+def fly_swarm(
+    bundle_dir: str,
+    num_drones: int = 3,
+    scene: int = 0,
+    seconds: float = 5.0,
+    sim: dict | None = None,
+    policy: dict | None = None,
+    safety: dict | None = None,
+    wall_timeout_s: float | None = None,
+) -> dict:
+    """Fly a swarm bundle's team in lock-step SITL (one bridge, a policy and a safety node per drone) for
+    `seconds` of simulated time from the scene's start; returns per drone the start, final position, goal,
+    commands and safety modes, plus the raw records (observer) for further checks."""
+    policy = {"publish_observation": True, **(policy or {})}
+    with SitlGraph("swarm", lockstep=True) as graph:
+        names = [f"cf{i + 1}" for i in range(num_drones)]
+        obs = SwarmObserver(names, graph.domain_id, use_sim_time=True)
+        try:
+            graph.start_swarm(bundle_dir, num_drones, scene, sim=sim, policy=policy, safety=safety)
+            finished = obs.spin_until(lambda: obs.sim_seconds() >= seconds, wall_timeout_s or 30.0 + 15.0 * seconds)
+            obs.spin_until(lambda: False, 0.3)
+        finally:
+            obs.close()
+            graph.close()
+    if not all(obs.states.values()):
+        raise RuntimeError(
+            f"no state from some drones in swarm SITL (domain {graph.domain_id}); logs in {graph.log_dir}"
+        )
+    drones = {}
+    for n in names:
+        t = np.array([s[0] for s in obs.states[n]])
+        x = np.array([s[1] for s in obs.states[n]])
+        ct = [c for c in obs.arrival_times(obs.command_received_ns[n]) if c >= t[0]]
+        drones[n] = {
+            "start": x[0, 0:3].tolist(),
+            "final": x[-1, 0:3].tolist(),
+            "commands": len(obs.commands[n]),
+            "pairs": len(obs.pairs[n]),
+            "max_command_gap_s": _max_gap(ct),
+            "modes": [m for _, m in obs.modes[n]],
+        }
+    return {"finished": finished, "sim_seconds": obs.sim_seconds(), "drones": drones, "observer": obs,
+            "graph_logs": str(graph.log_dir), "domain_id": graph.domain_id}  # fmt: skip
+
+
+def _run(namespace: str, lockstep: bool, robot: str, start, seconds: float, wall_timeout_s: float) -> tuple:
+    """Start a graph with start(graph), record it with an Observer for `seconds` of robot time.
+    Returns (observer, finished, graph)."""
+    with SitlGraph(namespace, lockstep=lockstep) as graph:
+        obs = Observer(namespace, graph.domain_id, use_sim_time=lockstep, robot=robot)
+        try:
+            start(graph)
+            t0: list[float] = []
+
+            def done() -> bool:
+                if not obs.states:
+                    return False
+                if not t0:
+                    t0.append(obs.states[0][0])
+                return obs.states[-1][0] - t0[0] >= seconds
+
+            finished = obs.spin_until(done, wall_timeout_s)
+            obs.spin_until(lambda: False, 0.3)  # let the last diagnostics arrive
+        finally:
+            obs.close()
+            graph.close()
+    if not obs.states:
+        raise RuntimeError(f"no robot state received in SITL (domain {graph.domain_id}); logs in {graph.log_dir}")
+    return obs, finished, graph
+
+
+def _max_gap(times: list[float]) -> float:
+    return float(np.diff(times).max()) if len(times) > 1 else float("inf")
+
+
+def _command_gap(obs: Observer, since: float) -> float:
+    """Longest simulated time between commands arriving from `since` on (DDS arrival, see arrival_times)."""
+    return _max_gap([c for c in obs.arrival_times(obs.command_received_ns) if c >= since])
+
+
+def _summary(obs: Observer, finished: bool, graph: SitlGraph) -> dict:
+    """What every SITL run reports: the command stream (judged from the first state on: commands before
+    the observer's first /clock carry time 0), the safety node's mode, counters and interventions, the
+    policy node's counters, and when the run did not end ACTIVE the end of each node's log."""
+    t = np.array([s[0] for s in obs.states])
+    ok = finished and obs.safety.get("mode") == "ACTIVE"
+    return {
+        "log_tails": {} if ok else {name: graph.log(name)[-1500:] for name in graph.procs},
+        "finished": finished,
+        "sim_seconds": float(t[-1] - t[0]),
+        "commands": len(obs.commands),
+        "max_command_gap_s": _command_gap(obs, t[0]),
+        "commands_nonfinite": int(sum(not np.all(np.isfinite(c[2])) for c in obs.commands)),
+        "mode": obs.safety.get("mode", "unknown"),
+        "reason": obs.safety.get("reason", ""),
+        "interventions": obs.safety_events,
+        "counters": {k: v for k, v in obs.safety.items() if not k.startswith("event.")},
+        "policy": obs.policy,
+    }
+
+
+def fly(
+    bundle_dir: str,
+    seconds: float = 15.0,
+    goal=(0.0, 0.0, 1.0),
+    lockstep: bool = True,
+    hold_s: float | None = None,
+    namespace: str = "cf1",
+    sim: dict | None = None,
+    safety: dict | None = None,
+    wall_timeout_s: float | None = None,
+) -> dict:
+    """Fly a bundle in SITL from the ground; returns errors, commands seen and safety interventions."""
+    goal = np.asarray(goal, dtype=np.float64)
+    hold_s = min(10.0, seconds / 2) if hold_s is None else hold_s
+    obs, finished, graph = _run(
+        namespace, lockstep, "crazyflie", lambda g: g.start_flight(bundle_dir, goal, sim=sim, safety=safety),
+        seconds, wall_timeout_s or (10.0 + seconds * (3.0 if lockstep else 1.5)),
+    )  # fmt: skip
+    t = np.array([s[0] for s in obs.states])
+    pos = np.array([s[1] for s in obs.states])
+    err = np.linalg.norm(pos - goal, axis=1)
+    hold = err[t >= t[-1] - hold_s]
+    return {
+        **_summary(obs, finished, graph),
+        "final_position": pos[-1].tolist(),
+        "final_error_m": float(err[-1]),
+        "hold_max_error_m": float(hold.max()),
+        "hold_median_error_m": float(np.median(hold)),
+        "hold_s": hold_s,
+    }
+
+
+def reach(
+    bundle_dir: str,
+    target=(0.5, 0.0, 0.3),
+    seconds: float = 8.0,
+    lockstep: bool = True,
+    hold_s: float = 2.0,
+    namespace: str = "arm",
+    sim: dict | None = None,
+    safety: dict | None = None,
+    wall_timeout_s: float | None = None,
+) -> dict:
+    """Run an arm reach bundle in SITL from the home pose; returns TCP errors (FK of the reported
+    joints with the bundle's kinematics), commands seen and safety interventions."""
+    from robot_rl.deploy import load_bundle
+    from robot_rl.deploy.arm_ik import IKSpec, forward_kinematics
+
+    target = np.asarray(target, dtype=np.float64)
+    spec = IKSpec.from_dict(load_bundle(bundle_dir).extra["ik"])
+    obs, finished, graph = _run(
+        namespace, lockstep, "arm", lambda g: g.start_reach(bundle_dir, target, sim=sim, safety=safety),
+        seconds, wall_timeout_s or (15.0 + seconds * (4.0 if lockstep else 1.5)),
+    )  # fmt: skip
+    t = np.array([s[0] for s in obs.states])
+    q = np.array([s[1] for s in obs.states])
+    tcp = forward_kinematics(spec, q[:, :7]).tcp[:, :3, 3]
+    err = np.linalg.norm(tcp - target, axis=1)
+    hold = err[t >= t[-1] - hold_s]
+    return {
+        **_summary(obs, finished, graph),
+        "final_tcp": tcp[-1].tolist(),
+        "final_error_m": float(err[-1]),
+        "hold_max_error_m": float(hold.max()),
+        "hold_median_error_m": float(np.median(hold)),
+        "hold_max_command_gap_s": _command_gap(obs, t[-1] - hold_s),
+        "first_within_2cm_s": float(t[np.argmax(err < 0.02)] - t[0]) if np.any(err < 0.02) else None,
+    }
+
+
+def walk(
+    bundle_dir: str,
+    command=(0.5, 0.0, 0.0),
+    seconds: float = 8.0,
+    lockstep: bool = True,
+    settle_s: float = 2.0,
+    namespace: str = "go1",
+    safety: dict | None = None,
+    wall_timeout_s: float | None = None,
+) -> dict:
+    """Walk a quadruped bundle in SITL at a constant velocity command; returns the tracking errors
+    after settle_s (body-frame velocity from the state estimator), commands seen and interventions."""
+    command = np.asarray(command, dtype=np.float64)
+    obs, finished, graph = _run(
+        namespace, lockstep, "quadruped", lambda g: g.start_walk(bundle_dir, command, safety=safety),
+        seconds, wall_timeout_s or (20.0 + seconds * (5.0 if lockstep else 1.5)),
+    )  # fmt: skip
+    t = np.array([s[0] for s in obs.states])
+    x = np.array([s[1] for s in obs.states])
+    after = t >= t[0] + settle_s
+    return {
+        **_summary(obs, finished, graph),
+        "lin_vel_error": float(np.mean(np.linalg.norm(x[after, 3:5] - command[:2], axis=1))),
+        "yaw_rate_error": float(np.mean(np.abs(x[after, 5] - command[2]))),
+        "min_trunk_height_m": float(x[:, 2].min()),
+        "distance_m": float(np.linalg.norm(x[-1, :2] - x[0, :2])),
+        "settled_max_command_gap_s": _command_gap(obs, t[0] + settle_s),
+    }
