@@ -24,7 +24,8 @@ apt:
 	fi
 
 # The constraints file pins torch to the CPU build; `pip check` proves the set is consistent.
-$(VENV)/.installed: pyproject.toml requirements/constraints.txt
+# ros_nodes/setup.py registers the entry points robot_rl finds the ROS 2 functions by.
+$(VENV)/.installed: pyproject.toml requirements/constraints.txt ros_nodes/setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -c requirements/constraints.txt -e ".[train,guidance,dashboard,ros,crazyflie,dev]"
 	$(PIP) install -q --no-deps -e ros_nodes
@@ -37,6 +38,7 @@ demo: setup
 test: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/pytest -q -rs
 	$(PIP) check
 
