@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 import pytest
 
+from robot_rl.dashboard import artifacts
 from robot_rl.dashboard import server as dash
 from robot_rl.dashboard.server import DashboardServer, make_server
 
@@ -167,9 +168,9 @@ def test_main_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 
 def test_resolve_artifact_unit(runs_root: Path) -> None:
-    assert dash.resolve_artifact(runs_root, "hover_ppo_s1/videos/rollout.mp4") is not None
-    assert dash.resolve_artifact(runs_root, quote("hover_ppo_s1", safe="") + "/videos/rollout.mp4") is not None
-    assert dash.resolve_artifact(runs_root, "hover_ppo_s1/videos/%2e%2e/videos/rollout.mp4") is None
+    assert artifacts.resolve_artifact(runs_root, "hover_ppo_s1/videos/rollout.mp4") is not None
+    assert artifacts.resolve_artifact(runs_root, quote("hover_ppo_s1", safe="") + "/videos/rollout.mp4") is not None
+    assert artifacts.resolve_artifact(runs_root, "hover_ppo_s1/videos/%2e%2e/videos/rollout.mp4") is None
 
 
 def test_live_runs_are_picked_up(tmp_path: Path) -> None:
