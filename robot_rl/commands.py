@@ -151,7 +151,7 @@ def attach_guidance(cfg: DictConfig, env, run_dir: Path | None) -> None:
         print(f"planned exploration ({g.planner}): {len(env.plans)} layouts, sources {sorted(set(env.sources))}, "
               f"{env.requests} model requests")  # fmt: skip
         if out is not None:
-            env.save(out)
+            env.save_guidance(out)
     else:
         raise ConfigError(f"unknown guidance '{g.name}' (none, keypoint, plan)")
 
@@ -208,7 +208,7 @@ def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
         how = "resuming" if resuming else "initialised"
         print(f"{how} {run_dir} from {checkpoint} (iteration {trainer.iteration})")
     setup_s = time.perf_counter() - t_setup
-    worlds = getattr(env, "num_worlds", env.num_envs)  # a per-drone env has more environments than worlds
+    worlds = env.num_worlds  # a per-drone env has more environments than worlds
     print(f"run: {run_dir}  ({worlds} worlds, {int(cfg.train.iterations)} iterations)")
     try:
         result = trainer.learn(int(cfg.train.iterations), save_every=int(cfg.train.save_every),
@@ -218,8 +218,7 @@ def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
         raise
     finally:
         writer.close()
-        if hasattr(env, "save"):  # plan, option choices and verification statistics (planned exploration)
-            env.save(run_dir / "guidance")
+        env.save_guidance(run_dir / "guidance")  # plan, option choices, verification statistics (planned exploration)
     update_meta(run_dir, status="finished", finished_at=now_iso(), train_wall_time_s=round(result["train_time_s"], 2),
                 total_steps=result["total_steps"], iterations=result["iterations"])  # fmt: skip
     print(f"training wall time: {result['train_time_s']:.1f} s for {result['total_steps']:,} env steps "
@@ -267,7 +266,7 @@ def imitate_one(cfg: DictConfig, dagger) -> Path:
     env.stagger_episodes()  # episodes end at different times: the samples cover every phase of a flight
     trainer = PPOTrainer(env, OmegaConf.to_container(cfg.algo, resolve=True), config_hash=task_config_hash(cfg.task))
     _start_run(run_dir, cfg, kind="imitation", imitation=asdict(dagger))
-    worlds = getattr(env, "num_worlds", env.num_envs)
+    worlds = env.num_worlds
     print(f"imitate: {run_dir}  ({worlds} worlds, {dagger.rounds} DAgger rounds x {dagger.steps_per_round} "
           "env steps)")  # fmt: skip
     t0 = time.perf_counter()
@@ -344,7 +343,7 @@ def evaluate_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | Non
     else:
         actor, _ = _load_actor(cfg, run_dir, checkpoint)
         act = torch_policy(actor)
-    if hasattr(env, "load_guidance_state") and kind != "zero":  # the options as the checkpoint left them
+    if env.learns_online and kind != "zero":  # the options as the checkpoint left them
         path = Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)
         restore_guidance(env, load_checkpoint(path, expect=task_record(env.task)))
     t0 = time.perf_counter()
@@ -411,7 +410,7 @@ def play_run(run_dir: Path, overrides: list[str] = (), checkpoint: str | None = 
     env = make_env(cfg, num_worlds=1, seed=int(cfg.eval.seed), pushes=False)
     p = cfg.play
     out = run_dir / "videos" / "play.mp4"
-    camera = p.camera if p.camera is not None else getattr(env.task, "default_camera", -1)
+    camera = p.camera if p.camera is not None else env.task.default_camera
     info = record(env, torch_policy(actor), out, float(p.seconds), camera, int(p.width), int(p.height))
     print(f"video: {out} ({info['frames']} frames, final position error {info['final_position_error_m'] * 100:.1f} cm)")
     _index(Path(cfg.runs_root), run_dir)

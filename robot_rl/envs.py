@@ -7,7 +7,7 @@ from omegaconf import DictConfig, OmegaConf
 from tensordict import TensorDict
 
 from robot_rl.config import ConfigError
-from sim.env import BatchedEnv, EnvConfig
+from sim.env import BatchedEnv, EnvConfig, GuidanceHooks
 from sim.tasks import make_task
 
 
@@ -55,7 +55,7 @@ def make_env(
     return env
 
 
-class PerDroneEnv:
+class PerDroneEnv(GuidanceHooks):
     """A swarm env seen by PPO as one environment per drone: per-drone credit assignment.
 
     The team env (W worlds, N drones) gives PPO one reward per world, the team mean, so every drone's
@@ -72,7 +72,7 @@ class PerDroneEnv:
 
     def __init__(self, env: BatchedEnv):
         task = env.task
-        if not hasattr(task, "drone_outcome"):
+        if task.team is None:
             raise ValueError(f"algo.per_drone needs a multi-drone task (crazyflie_swarm), not '{task.name}'")
         self.env, self.task = env, task
         self.drones = int(task.num_drones)
@@ -81,7 +81,7 @@ class PerDroneEnv:
         self.num_actions = env.num_actions // self.drones
         self.max_episode_length = env.max_episode_length
         self.rng = env.rng
-        self.device = getattr(env, "device", "cpu")
+        self.device = env.device
         self.cfg = env.cfg
 
     def _split(self, obs) -> TensorDict:

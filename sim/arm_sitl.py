@@ -33,7 +33,7 @@ class ArmSitl:
 
     def reset(self) -> None:
         """The arm at its home pose, fingers open, at rest; the servos hold that pose."""
-        self.env._reset_worlds(torch.tensor([0]))
+        self.env.reset_worlds(torch.tensor([0]))
         self.set_target(self.target)
         self.time = 0.0
 

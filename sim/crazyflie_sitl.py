@@ -28,7 +28,7 @@ class CrazyflieSitl:
     def reset(self, position=(0.0, 0.0, REST_Z)) -> None:
         """Place the drone at rest (level, still) at position; motors idle."""
         ids = torch.tensor([0])
-        self.env._reset_worlds(ids)
+        self.env.reset_worlds(ids)
         b = self.env.backend
         b.qpos[0, 0:3] = torch.tensor(position, dtype=torch.float64)
         b.qpos[0, 3:7] = torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64)

@@ -41,7 +41,7 @@ class CrazyflieSwarmSitl:
     def reset(self) -> None:
         """Start the scene's episode again (same scene, starts and goals)."""
         self.task.scene_counter = 0
-        self.env._reset_worlds(torch.tensor([0]))
+        self.env.reset_worlds(torch.tensor([0]))
         self.time = 0.0
 
     def step(self, motors: np.ndarray) -> None:

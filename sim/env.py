@@ -1,7 +1,20 @@
 """The batched env: episodes, resets, time-outs and logging around a task. Satisfies rsl_rl's VecEnv.
 
-A task owns physics-specific work (state sampling, actions, observations, reward terms); the
-env owns bookkeeping that every task shares, so task files stay one readable file per family.
+A task owns physics-specific work (state sampling, actions, observations, reward terms; its contract is
+sim/tasks/base.py); the env owns bookkeeping that every task shares, so task files stay one readable
+file per family.
+
+step(actions) returns (observations, reward, dones, extras). A world whose episode ends is reset within
+the same step, so the observations returned are already those of its next episode. extras holds
+`time_outs` (n,) bool, `episode` (means of the ended episodes' terms and metrics, for logging) and, when
+some episode ended, `final`: the ended worlds' `ids` with their outcome and term sums. With
+EnvConfig.final_observation, extras also holds `final_observation`: the observations of the ended
+worlds taken before their reset ({"policy": (len(ids), obs_dim), ...}), which a learner bootstrapping
+time-outs needs. It is off by default because it costs one more observation pass on steps that end
+episodes (and tasks that draw observation noise draw it again).
+
+Every env the learners see (this one and the wrappers of robot_rl) also offers the GuidanceHooks
+below, no-ops here; a wrapper that learns online (planned exploration) overrides them.
 """
 
 from __future__ import annotations
@@ -29,9 +42,31 @@ class EnvConfig:
     obs_noise: bool = True
     action_latency: bool = True
     pushes: bool = True
+    final_observation: bool = False  # extras["final_observation"]: ended episodes' observations before reset
 
 
-class BatchedEnv:
+class GuidanceHooks:
+    """Hooks a learner calls on every env; no-ops here. A wrapper that learns online (planned exploration)
+    overrides them."""
+
+    learns_online = False  # True: guidance_state() changes during training and checkpoints carry it
+    value_fn = None  # the learner sets it: critic values of observations (planned exploration reads it)
+
+    def set_progress(self, env_steps: int) -> None:
+        """Training progress in env steps (for guidance schedules), on resume and before evaluation."""
+
+    def guidance_state(self) -> dict | None:
+        """What guidance learned online, to store in a checkpoint (None: nothing)."""
+        return None
+
+    def load_guidance_state(self, state: dict) -> None:
+        """Restore guidance_state() from a checkpoint."""
+
+    def save_guidance(self, out_dir) -> None:
+        """Write what guidance learned (plans, statistics) into out_dir; nothing here."""
+
+
+class BatchedEnv(GuidanceHooks):
     """reset() / step(actions) over num_worlds worlds of one task. Actions are in policy space [-1, 1]."""
 
     def __init__(self, task, cfg: EnvConfig):
@@ -62,13 +97,17 @@ class BatchedEnv:
         self._sum_names = None
         self.reset()
 
+    @property
+    def num_worlds(self) -> int:
+        """Simulated worlds; a wrapper with one environment per robot has more environments than worlds."""
+        return self.num_envs
+
     # rsl_rl VecEnv -----------------------------------------------------------------------------
     def get_observations(self) -> TensorDict:
         return TensorDict(self.task.observations(), batch_size=[self.num_envs])
 
     def reset(self) -> TensorDict:
-        ids = torch.arange(self.num_envs)
-        self._reset_worlds(ids)
+        self.reset_worlds(torch.arange(self.num_envs))
         return self.get_observations()
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
@@ -104,7 +143,9 @@ class BatchedEnv:
             extras["episode"] = self._episode_log(done_ids, terminated, outcome)
             extras["final"] = dict(outcome, ids=done_ids)
             extras["final"]["terms"] = {k: v[done_ids].clone() for k, v in self._term_sums.items()}
-            self._reset_worlds(done_ids)
+            if self.cfg.final_observation:
+                extras["final_observation"] = {k: v[done_ids] for k, v in self.task.observations().items()}
+            self.reset_worlds(done_ids)
         return self.get_observations(), reward.float(), dones, extras
 
     # helpers ------------------------------------------------------------------------------------
@@ -128,7 +169,8 @@ class BatchedEnv:
         log["terminated_frac"] = terminated[ids].double().mean()
         return log
 
-    def _reset_worlds(self, ids: torch.Tensor) -> None:
+    def reset_worlds(self, ids: torch.Tensor) -> None:
+        """Start new episodes in these worlds (SITL helpers place worlds this way, then override the state)."""
         self.backend.reset(ids)
         self.task.reset_worlds(ids)
         self.backend.forward(ids)

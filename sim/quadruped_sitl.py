@@ -31,7 +31,7 @@ class QuadrupedSitl:
 
     def reset(self) -> None:
         """Standing in the default pose at the origin, facing +x, at rest."""
-        self.env._reset_worlds(torch.tensor([0]))
+        self.env.reset_worlds(torch.tensor([0]))
         b = self.env.backend
         b.qpos[0, 0:2] = 0.0
         b.qpos[0, 3:7] = torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64)

@@ -19,8 +19,8 @@ import torch
 
 from robot_rl.deploy.bundle import ActionSpec, PolicyBundle, write_bundle
 from robot_rl.deploy.observation import FAR_NEIGHBOUR_M, ObsTerm
-from robot_rl.export.bundle_export import export_module_onnx
 from robot_rl.export.c_export import OneDrone, export_c
+from robot_rl.export.onnx_export import export_module_onnx
 from robot_rl.policies.swarm_attention import SELF_DIM
 
 C_NAME = "robot_rl_policy"

@@ -97,7 +97,7 @@ def build_guides(
     task, cfg: KeypointGuidanceConfig, out_dir: Path | None = None, client: ModelClient | None = None
 ) -> tuple[list[KeypointGuide], dict]:
     """One guide per layout of the task's pool; returns the guides and a summary (sources, requests)."""
-    if getattr(task, "layouts", 0) <= 0:
+    if task.layouts <= 0:
         raise ValueError("keypoint guidance needs a layout pool: set task.params.layouts > 0")
     if task.name not in ("arm_push", "arm_pick_place"):
         raise ValueError(f"keypoint guidance is defined for arm_push and arm_pick_place, not {task.name}")

@@ -60,7 +60,7 @@ class KeypointReward:
     """Reward terms of an arm task from per-layout keypoint guides (the task must use a layout pool)."""
 
     def __init__(self, task, guides: Sequence[KeypointGuide], gamma: float, weights: KeypointRewardWeights):
-        if getattr(task, "pool", None) is None:
+        if task.pool is None:
             raise ValueError("keypoint rewards need a layout pool: set task.params.layouts > 0")
         if len(guides) != task.layouts:
             raise ValueError(f"{len(guides)} keypoint guides for {task.layouts} layouts")

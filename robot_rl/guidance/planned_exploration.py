@@ -41,6 +41,7 @@ from robot_rl.guidance.plan import (
 )
 from robot_rl.guidance.plan_correction import OptionSelector
 from robot_rl.guidance.plan_verification import PlanVerifier
+from sim.env import GuidanceHooks
 
 log = logging.getLogger("robot_rl.guidance")
 
@@ -124,12 +125,14 @@ def plan_config(d: dict) -> PlanGuidanceConfig:
         raise ValueError(f"guidance=plan: {e}") from None
 
 
-class PlanGuidedEnv:
+class PlanGuidedEnv(GuidanceHooks):
     """A BatchedEnv whose actions are residuals on top of a plan-following controller."""
+
+    learns_online = True  # option choices and plan corrections
 
     def __init__(self, env, cfg: PlanGuidanceConfig, client: ModelClient | None = None):
         task = env.task
-        if getattr(task, "pool", None) is None:
+        if task.pool is None:
             raise ValueError("planned exploration needs a layout pool: set task.params.layouts > 0")
         if task.action_mode not in ("ee_position", "ee_pose"):
             raise ValueError(f"planned exploration drives the TCP: action_mode ee_position or ee_pose, not "
@@ -529,7 +532,7 @@ class PlanGuidedEnv:
         """Place the gain schedule at a checkpoint's training progress (resumed training, evaluation)."""
         self.env_steps = int(env_steps)
 
-    def save(self, out_dir: Path) -> Path:
+    def save_guidance(self, out_dir: Path) -> Path:
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / "plan.json"
         tmp = path.with_suffix(".tmp")

@@ -66,7 +66,7 @@ def task_config_hash(task_cfg) -> str:
 
 def task_record(task, config_hash: str | None = None) -> TaskRecord:
     """The record a checkpoint of this task object carries."""
-    return TaskRecord(str(task.name), str(task.robot), _plain(list(getattr(task, "obs_layout", []))), config_hash)
+    return TaskRecord(str(task.name), str(task.robot), _plain(list(task.obs_layout)), config_hash)
 
 
 def _layout_key(layout: list) -> list:

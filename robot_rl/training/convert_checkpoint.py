@@ -99,8 +99,7 @@ def _record_from_config(config: Path):
     try:
         return task_record(env.task, task_config_hash(cfg.task))
     finally:
-        if hasattr(env, "close"):
-            env.close()
+        env.close()
 
 
 def main(argv: list[str] | None = None) -> int:

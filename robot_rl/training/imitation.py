@@ -110,12 +110,7 @@ def beta_schedule(round_index: int, rounds: int, beta0: float, decay: float) -> 
 def teacher_actions(task, teacher: str = "sensed_safe_command", num_actions: int | None = None) -> torch.Tensor:
     """The task's teacher in policy action units: (envs, num_actions) in [-1, 1]; num_actions: the env's
     (default: the whole team per world; 4 when each drone is an environment, robot_rl.envs.PerDroneEnv)."""
-    if not hasattr(task, teacher):
-        raise ValueError(
-            f"task '{getattr(task, 'name', type(task).__name__)}' has no teacher: imitation needs a task with "
-            f"{teacher}() (crazyflie_swarm)"
-        )
-    motors = getattr(task, teacher)()  # motor units [0, 1], the inverse of command(a) = 0.5 + 0.5 a
+    motors = task.teacher(teacher)  # motor units [0, 1], the inverse of command(a) = 0.5 + 0.5 a
     shape = (motors.shape[0], -1) if num_actions is None else (-1, num_actions)
     return (2.0 * motors - 1.0).reshape(shape).float()
 
@@ -219,7 +214,7 @@ def run_dagger(env, actor, cfg: DaggerConfig, seed: int = 0, progress: bool = Tr
     obs_dim, action_dim = env.get_observations()["policy"].shape[1], env.num_actions
     # buffer_size and batch_size count world-steps: with one environment per drone (PerDroneEnv) a world-step
     # is N rows, so the same settings keep and sample the same data as with the team actor
-    rows = env.num_envs // getattr(env, "num_worlds", env.num_envs)
+    rows = env.num_envs // env.num_worlds
     capacity = min(cfg.buffer_size * rows, cfg.rounds * cfg.steps_per_round * env.num_envs)  # no memory it cannot use
     buffer = Buffer.empty(capacity, obs_dim, action_dim)
     params = [p for p in actor.mlp.parameters() if p.requires_grad]

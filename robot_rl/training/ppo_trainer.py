@@ -28,9 +28,10 @@ from robot_rl.training.checkpoint import (
     save_atomic,
     task_record,
 )
+from sim.tasks.base import Task
 
 
-def rsl_rl_config(algo: dict, task=None) -> dict:
+def rsl_rl_config(algo: dict, task: Task) -> dict:
     """Our algo config group -> the dict rsl_rl's PPO.construct_algorithm expects.
 
     algo["actor"] (default "mlp"): rsl_rl's MLPModel on the whole observation, or "swarm_attention" /
@@ -74,7 +75,7 @@ def rsl_rl_config(algo: dict, task=None) -> dict:
         from robot_rl.policies.swarm_actor import actor_config
 
         cfg["actor"] = actor_config(algo, task, actor_dist)
-    if getattr(task, "camera_obs", None) is not None:
+    if task.camera_obs is not None:
         # camera observations: rsl_rl's CNNModel encodes the image group, its latent joins the state
         # observation in the actor's MLP; the critic keeps the privileged state
         cfg["obs_groups"]["actor"] = ["policy", "camera"]
@@ -103,9 +104,8 @@ def set_rng_state(env, state: dict) -> None:
 def restore_guidance(env, checkpoint: dict) -> None:
     """Put a guided env where the checkpoint's training left it: its gain schedules at that progress and what
     online correction had learned (planned exploration). Other envs have neither and are left as they are."""
-    if hasattr(env, "set_progress"):
-        env.set_progress(int(checkpoint["total_steps"]))
-    if "guidance" in checkpoint and hasattr(env, "load_guidance_state"):
+    env.set_progress(int(checkpoint["total_steps"]))
+    if "guidance" in checkpoint:
         env.load_guidance_state(checkpoint["guidance"])
 
 
@@ -117,19 +117,18 @@ class PPOTrainer:
         # what checkpoints record, and what a checkpoint loaded into this trainer must match (task, robot, layout)
         self.record = task_record(env.task, config_hash)
         self.algo_cfg = dict(algo)
-        self.cfg = rsl_rl_config(algo, getattr(env, "task", None))
+        self.cfg = rsl_rl_config(algo, env.task)
         self.run_dir = Path(run_dir) if run_dir else None
         self.writer = writer
         self.alg: PPO = PPO.construct_algorithm(env.get_observations(), env, copy.deepcopy(self.cfg), "cpu")
         self._shrink_output_layer()
-        if hasattr(env, "value_fn"):  # planned exploration chooses options by the critic's values
-            env.value_fn = self.alg.critic
+        env.value_fn = self.alg.critic  # planned exploration chooses options by the critic's values
         self.iteration = 0  # iterations completed
         self.total_steps = 0
         self.train_time_s = 0.0
         self.update_threads = int(algo.get("update_threads") or max(1, os.cpu_count() or 1))  # default: all cores
         # env steps count simulated worlds: a per-drone env (robot_rl.envs.PerDroneEnv) has N environments per world
-        self.worlds = getattr(env, "num_worlds", env.num_envs)
+        self.worlds = env.num_worlds
         self.anchor_coef = float(algo.get("anchor_coef") or 0.0)
         self.anchor = self._load_anchor(algo.get("anchor")) if self.anchor_coef > 0 else None
 
@@ -185,8 +184,9 @@ class PPOTrainer:
             actor_cfg=self.cfg["actor"],
         )
         d[RECORD_KEY] = self.record.to_dict()
-        if hasattr(self.env, "guidance_state"):  # what a guided env learned online (planned exploration)
-            d["guidance"] = self.env.guidance_state()
+        guidance = self.env.guidance_state()  # what a guided env learned online (planned exploration)
+        if guidance is not None:
+            d["guidance"] = guidance
         return d
 
     def save(self, path: Path) -> None:
@@ -227,8 +227,7 @@ class PPOTrainer:
         bar = tqdm(range(self.iteration, iterations), desc="train", disable=not progress, unit="it", dynamic_ncols=True)
         for it in bar:
             t0 = time.perf_counter()
-            if hasattr(env.task, "on_iteration"):
-                env.task.on_iteration(it)
+            env.task.on_iteration(it)
             ep_logs: list[dict] = []
             with torch.inference_mode():
                 for _ in range(steps_per_iter):

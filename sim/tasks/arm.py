@@ -28,6 +28,7 @@ from sim.robots.diff_ik import (
     orientation_error,
     quat_xyzw_from_rotmat,
 )
+from sim.tasks.base import Task
 
 MODEL_PATH = Path(__file__).resolve().parents[2] / "assets" / "arm" / "scene.xml"
 ARM_DOF = 7
@@ -213,7 +214,7 @@ class PickPlaceRewards:
 
 
 @dataclass
-class ArmTask(ABC):
+class ArmTask(Task, ABC):
     """Shared machinery of the arm tasks; ArmReach, ArmPush and ArmPickPlace add goals and rewards."""
 
     action_mode: str = "ee_pose"
@@ -270,7 +271,7 @@ class ArmTask(ABC):
         """What a deploy runtime needs beyond the observation layout: the IK that turns ee_* actions
         into joint targets (same DH table and damping), the start pose and the gripper mapping."""
         return {
-            "ik": self.ik.spec() if self.action_mode != "joint" else None,
+            "ik": self.ik.spec(),  # joint mode too: the runtime integrates joint deltas within its limits
             "ik_orientation": {"ee_pose": "delta", "ee_position": "hold_start"}.get(self.action_mode, "none"),
             "default_joint_position": list(PANDA_Q_HOME),
             "gripper": {"command": "finger_m = 0.02 * (gripper + 1)", "fingers": 2, "open_m": FINGER_OPEN},

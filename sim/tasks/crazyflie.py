@@ -20,6 +20,7 @@ import torch
 from sim.observation_layout import build_observation, store_raw_rows
 from sim.robots import crazyflie_firmware_native as native
 from sim.robots.crazyflie_firmware import CrazyflieFirmware, quat_wxyz_to_rpy_deg, written_key
+from sim.tasks.base import Task
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ class RewardWeights:
 
 
 @dataclass
-class CrazyflieHover:
+class CrazyflieHover(Task):
     action_mode: str = "rpyt"
     goal: tuple[float, float, float] = (0.0, 0.0, 1.0)
     start_half_extent: float = 1.0  # starts uniform in a cube of this half size around the goal

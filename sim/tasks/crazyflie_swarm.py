@@ -54,6 +54,7 @@ from sim.scenes.clutter import (
     write_layout,
 )
 from sim.sensors.tof import SENSOR_LAYOUTS, RangeSensors, quat_wxyz_to_rotmat
+from sim.tasks.base import Task, TeamSpec
 
 HELD_OUT_BASE = 1_000_000
 DRONE_RADIUS = 0.056  # propeller envelope half width (crazyflie.xml collision box)
@@ -85,7 +86,7 @@ class SwarmRewardWeights:
 
 
 @dataclass
-class CrazyflieSwarm:
+class CrazyflieSwarm(Task):
     action_mode: str = "motors"  # the only mode: on board, the policy drives the motors
     num_drones: int = 6
     k_neighbours: int = 2
@@ -136,6 +137,7 @@ class CrazyflieSwarm:
         self.sensor_cfg = sensor
         self.num_beams = len(sensor.yaw_deg)
         self.per_drone_obs_dim = 18 + 6 * self.k_neighbours + self.num_beams
+        self.team = TeamSpec(robots=self.num_drones, per_robot_obs_dim=self.per_drone_obs_dim)
         self.action_spec = {
             "names": [f"{d}_m{j}" for d in drone_names(self.num_drones) for j in range(1, 5)],
             "offset": [0.5] * self.num_actions,
@@ -439,6 +441,13 @@ class CrazyflieSwarm:
 
     def min_obst_clipped(self) -> torch.Tensor:
         return getattr(self, "min_obst", torch.full((self.W, self.num_drones), 2.0)).clamp(max=2.0)
+
+    TEACHERS = ("sensed_safe_command", "safe_command")
+
+    def teacher(self, name: str) -> torch.Tensor:
+        if name not in self.TEACHERS:
+            raise ValueError(f"task '{self.name}' has no teacher '{name}' (teachers: {', '.join(self.TEACHERS)})")
+        return self.safe_command() if name == "safe_command" else self.sensed_safe_command()
 
     def safe_command(self) -> torch.Tensor:
         """The CBF-filtered planner command in motor units (W, N, 4): stage 1's safety guide. The barriers use

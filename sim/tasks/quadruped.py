@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from sim.observation_layout import build_observation, quat_xyzw_to_rotmat, store_raw_rows, to_body
+from sim.tasks.base import Task
 
 ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "quadruped"
 ROBOT_PATH = ASSET_DIR / "go1_like.xml"
@@ -224,7 +225,7 @@ class RewardWeights:
 
 
 @dataclass
-class QuadrupedVelocity:
+class QuadrupedVelocity(Task):
     action_mode: str = "joint_position"
     lin_vel_x: tuple[float, float] = (-1.0, 1.0)  # m/s
     lin_vel_y: tuple[float, float] = (-0.5, 0.5)

@@ -50,8 +50,8 @@ def test_world_reset_mid_run_equals_fresh_world():
     state = env.rng.get_state()
     fresh.rng.set_state(state)
     ids = torch.tensor([3])
-    env._reset_worlds(ids)
-    fresh._reset_worlds(ids)
+    env.reset_worlds(ids)
+    fresh.reset_worlds(ids)
     a = torch.zeros((8, 4), dtype=torch.float64)  # nominal hover: world 3 must not end its episode here
     for _ in range(200):
         _, _, d1, _ = env.step(a)

@@ -164,7 +164,7 @@ def test_rough_terrain_resets_and_curriculum_levels():
     ids = torch.arange(12)
     task.level[:] = 5
     # evaluation never calls on_iteration: levels hold still
-    env._reset_worlds(ids)
+    env.reset_worlds(ids)
     assert (task.level == 5).all()
     check_spawns()
 
@@ -175,7 +175,7 @@ def test_rough_terrain_resets_and_curriculum_levels():
     assert (task.walked[6:] < 0.5).all()
     task.cmd_distance[6:] = 10.0  # asked for 10 m, walked ~0: down
     task.level[0] = task.terrain_levels - 1  # past the top: a random level
-    env._reset_worlds(ids)
+    env.reset_worlds(ids)
     assert (task.level[1:6] == 6).all()
     assert (task.level[6:] == 4).all()
     assert 0 <= task.level[0] < task.terrain_levels

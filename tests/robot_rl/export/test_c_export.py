@@ -23,8 +23,8 @@ import pytest
 import torch
 from torch import nn
 
-from robot_rl.export.bundle_export import export_module_onnx
 from robot_rl.export.c_export import OneDrone, export_c
+from robot_rl.export.onnx_export import export_module_onnx
 from robot_rl.policies.swarm_attention import SwarmAttentionPolicy, SwarmMlpPolicy, parameter_count
 
 torch.set_num_threads(1)

@@ -66,7 +66,7 @@ def test_llm_plan_end_to_end_advances_subgoals_with_zero_residual(tmp_path):
     assert sum(success) > 0
     obs = env.get_observations()
     assert obs["policy"].shape[1] == base.get_observations()["policy"].shape[1] + 12  # plan state observed
-    path = env.save(tmp_path / "guidance")
+    path = env.save_guidance(tmp_path / "guidance")
     saved = json.loads(path.read_text())
     v = saved["layouts"][0]["verification"]
     assert v["subgoals"][0]["status"] == "verified" and saved["requests"] == LAYOUTS + 1

@@ -1,0 +1,125 @@
+"""The task contract: everything the env, the learners, export, SITL and guidance may call on a task.
+
+A task owns what is physics- and robot-specific: state sampling, how actions drive the actuators,
+observations, named reward terms, terminations and outcomes. `sim.env.BatchedEnv` owns what every task
+shares: episodes, time-outs, resets and logging. Tensors are torch, float64 unless noted, one row per
+world (n = the env's num_worlds); `ids` are world indices (long).
+
+Every task subclasses `Task`. What only some tasks offer is an explicit capability with a default here
+(None, empty or a no-op), never an attribute a caller probes for:
+
+- `team`: a `TeamSpec` for tasks with several robots per world that share one policy (the swarm):
+  then the task also keeps `drone_terms` (each robot's own reward terms, (n, robots) each, set by
+  `reward_terms`) and `final_drone_outcome` (each robot's outcome of the worlds `episode_outcome` ended).
+- `camera_obs`: the camera the policy reads images from (None: state observations only).
+- `scene_view()`: a `SceneView` of the objects and destinations, for guidance that reasons about
+  where things are (keypoints, plans); None for tasks without objects.
+- `layouts`/`pool`: a fixed pool of scene layouts drawn per episode (0 / None: a fresh one each reset).
+- `bundle_extra`: what a deploy runtime needs beyond the observation layout (e.g. an arm's IK).
+- `teacher(name)`: a scripted expert's actions for imitation (raises ValueError where none exists).
+- `on_iteration(i)`: told each learning iteration (curricula); evaluation never calls it.
+
+Configuration: each family's options are the fields of its task dataclass (one schema); invalid values
+raise ValueError in `__post_init__`, an option the task lacks is a TypeError from the constructor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+
+
+@dataclass(frozen=True)
+class TeamSpec:
+    """Several robots per world, one shared policy: the policy observation is `robots` blocks of
+    `per_robot_obs_dim` (robot-major) and the actions `robots` blocks of num_actions / robots."""
+
+    robots: int
+    per_robot_obs_dim: int
+
+
+@dataclass(frozen=True)
+class SceneView:
+    """Where a task's objects are and where they should go, in the world frame (metres)."""
+
+    object_positions: torch.Tensor  # (n, objects, 3)
+    destinations: tuple[tuple[str, str], ...]  # (name, MuJoCo body) of every place an object may go
+    table_z: float  # height of the surface objects rest on
+
+
+class Task:
+    """Base of every task; the class attributes below are the contract's fixed part."""
+
+    # identity and timing (each task sets these)
+    name: ClassVar[str]
+    robot: ClassVar[str]
+    model_path: Path | str
+    control_dt: ClassVar[float]  # seconds per policy step
+    num_actions: int  # in policy space [-1, 1]
+    action_mode: str
+    action_spec: dict  # names, offset, scale, low, high: the actuator command = offset + scale * action
+
+    # what export and the deploy runtime read
+    obs_layout: list[dict] = []  # the policy observation's terms in order ({"name", "dim", ...})
+    integrators: ClassVar[list[dict]] = []  # integral terms the runtime keeps (see robot_rl.deploy)
+    default_camera: ClassVar[str | int] = -1  # the camera videos use (-1: MuJoCo's free camera)
+
+    # capabilities (see the module docstring)
+    team: TeamSpec | None = None
+    camera_obs: str | None = None
+    layouts: int = 0
+    pool: dict[str, torch.Tensor] | None = None
+
+    @property
+    def bundle_extra(self) -> dict:
+        return {}
+
+    def scene_view(self) -> SceneView | None:
+        return None
+
+    def teacher(self, name: str) -> torch.Tensor:
+        """(n, num_actions) of the named scripted expert in actuator units."""
+        raise ValueError(f"task '{self.name}' has no teacher '{name}'")
+
+    def on_iteration(self, iteration: int) -> None:
+        """Learning progress, once per iteration; tasks with a curriculum override it."""
+
+    # the per-step interface BatchedEnv calls, in this order -----------------------------------------
+    def attach(self, backend, cfg, rng: torch.Generator) -> None:
+        """Once: the physics backend (n worlds), the EnvConfig and the env's random generator."""
+        raise NotImplementedError
+
+    def reset_worlds(self, ids: torch.Tensor) -> None:
+        """Sample new episodes for these worlds (the backend has reset them to the model's default)."""
+        raise NotImplementedError
+
+    def apply_actions(self, actions: torch.Tensor) -> None:
+        """(n, num_actions) in [-1, 1]: drive the actuators and step the physics one control period."""
+        raise NotImplementedError
+
+    def interval_events(self, step: torch.Tensor) -> None:
+        """After physics, with each world's episode step: pushes, goal changes, sensor updates."""
+        raise NotImplementedError
+
+    def observations(self) -> dict[str, torch.Tensor]:
+        """{"policy": (n, obs_dim), "critic": (n, critic_dim), ...}, float32."""
+        raise NotImplementedError
+
+    def reward_terms(self) -> dict[str, torch.Tensor]:
+        """Named, weighted terms (n,) each; the env adds them in order."""
+        raise NotImplementedError
+
+    def terminated(self) -> torch.Tensor:
+        """(n,) bool: episodes that ended by failure or success (time-outs are the env's)."""
+        raise NotImplementedError
+
+    def episode_outcome(self, ids: torch.Tensor, time_outs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Metrics of the episodes ending now (before their worlds reset): success, errors, ..."""
+        raise NotImplementedError
+
+    def controller_state(self) -> list[torch.Tensor]:
+        """Every tensor of internal state (filters, firmware, targets) that a state hash must cover."""
+        raise NotImplementedError
