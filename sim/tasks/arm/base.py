@@ -30,7 +30,7 @@ from sim.robots.diff_ik import (
 )
 from sim.tasks.base import Task
 
-MODEL_PATH = Path(__file__).resolve().parents[2] / "assets" / "arm" / "scene.xml"
+MODEL_PATH = Path(__file__).resolve().parents[3] / "assets" / "arm" / "scene.xml"
 ARM_DOF = 7
 CAMERAS = ("front", "top", "wrist", "overview")
 FINGER_QPOS = slice(7, 9)

@@ -1,0 +1,43 @@
+"""Arm tasks on a Panda-like arm at a table (sim/tasks/arm/base.py holds them for now)."""
+
+from sim.tasks.arm.base import (
+    ACTION_SPECS,
+    ARM_DOF,
+    BOWLS,
+    DR_LEVELS,
+    FINGER_QPOS,
+    MARKERS,
+    MODEL_PATH,
+    OBJ_QPOS0,
+    OBJECTS,
+    PADS,
+    TEMPLATES,
+    ArmPickPlace,
+    ArmPush,
+    ArmReach,
+    PickPlaceRewards,
+    PushRewards,
+    body_name,
+    parse_instruction,
+)
+
+__all__ = [
+    "ACTION_SPECS",
+    "ARM_DOF",
+    "BOWLS",
+    "DR_LEVELS",
+    "FINGER_QPOS",
+    "MARKERS",
+    "MODEL_PATH",
+    "OBJ_QPOS0",
+    "OBJECTS",
+    "PADS",
+    "TEMPLATES",
+    "ArmPickPlace",
+    "ArmPush",
+    "ArmReach",
+    "PickPlaceRewards",
+    "PushRewards",
+    "body_name",
+    "parse_instruction",
+]
