@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import functools
 import itertools
-from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+from robot_rl.schema import CONFIG_DIR, ConfigError, check_added_keys, check_ranges
 
-
-class ConfigError(ValueError):
-    """A config or override the user must fix; the message is the whole explanation."""
+__all__ = ["CONFIG_DIR", "ConfigError", "expand_sweep", "load_config", "to_yaml"]
 
 
 def _groups() -> dict[str, list[str]]:
@@ -63,8 +60,6 @@ def _defaults(choices: tuple[str, ...]) -> DictConfig:
 
 def load_config(overrides: list[str]) -> DictConfig:
     """The composed config, refused with one line unless every value has its default's type and is in range."""
-    from robot_rl.schema import check_added_keys, check_ranges
-
     cfg = _compose(overrides)
     # Compare with the same group choices but no value overrides: catches 'train.iterations=abc'.
     base = _defaults(tuple(o for o in overrides if o.split("=", 1)[0] in _groups()))

@@ -15,7 +15,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from robot_rl.config import CONFIG_DIR, ConfigError
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+class ConfigError(ValueError):
+    """A config or override the user must fix; the message is the whole explanation."""
+
 
 SEED_MAX = 2**32 - 1  # numpy's seed range
 
