@@ -29,18 +29,13 @@ from tensordict import TensorDict
 
 from robot_rl.guidance.keypoint_reward import body_point
 from robot_rl.guidance.model_client import ModelClient, ModelConfig
-from robot_rl.guidance.plan import (
-    MAX_SUBGOALS,
-    POINTS,
-    SKILLS,
-    Plan,
-    inject_wrong_options,
-    make_planner,
-    scene_from_identity,
-    validate_plan,
-)
-from robot_rl.guidance.plan_correction import OptionSelector
-from robot_rl.guidance.plan_verification import PlanVerifier
+from robot_rl.guidance.plan.option_selector import OptionSelector
+from robot_rl.guidance.plan.planners import make_planner
+from robot_rl.guidance.plan.scene import scene_from_identity
+from robot_rl.guidance.plan.schema import MAX_SUBGOALS, POINTS, SKILLS, Plan
+from robot_rl.guidance.plan.validation import validate_plan
+from robot_rl.guidance.plan.verification import PlanVerifier
+from robot_rl.guidance.plan.wrong_plans import inject_wrong_options
 from sim.env import GuidanceHooks
 
 log = logging.getLogger("robot_rl.guidance")

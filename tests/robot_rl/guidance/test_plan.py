@@ -10,23 +10,11 @@ from pathlib import Path
 import pytest
 
 from robot_rl.guidance.model_client import ModelClient, ModelConfig, ModelError
-from robot_rl.guidance.plan import (
-    SKILLS,
-    Affordance,
-    LLMPlanner,
-    OraclePlanner,
-    Plan,
-    Subgoal,
-    inject_wrong_option,
-    inject_wrong_options,
-    make_planner,
-    oracle_plan,
-    point_offset,
-    scene_from_identity,
-    validate_plan,
-    wrong_option_for,
-    wrong_plan,
-)
+from robot_rl.guidance.plan.planners import LLMPlanner, OraclePlanner, make_planner, oracle_plan
+from robot_rl.guidance.plan.scene import scene_from_identity
+from robot_rl.guidance.plan.schema import SKILLS, Affordance, Plan, Subgoal, point_offset
+from robot_rl.guidance.plan.validation import validate_plan
+from robot_rl.guidance.plan.wrong_plans import inject_wrong_option, inject_wrong_options, wrong_option_for, wrong_plan
 from robot_rl.guidance.replay_server import ReplayServer
 from sim.tasks.arm import BOWLS, MARKERS, OBJECTS, PADS, TEMPLATES, body_name, parse_instruction
 

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from robot_rl.guidance.plan import inject_wrong_option, oracle_plan, scene_from_identity, wrong_option_for
-from robot_rl.guidance.plan_correction import OptionSelector
-from robot_rl.guidance.plan_verification import PlanVerifier
+from robot_rl.guidance.plan.option_selector import OptionSelector
+from robot_rl.guidance.plan.planners import oracle_plan
+from robot_rl.guidance.plan.scene import scene_from_identity
+from robot_rl.guidance.plan.verification import PlanVerifier
+from robot_rl.guidance.plan.wrong_plans import inject_wrong_option, wrong_option_for
 
 
 def simulate(sel: OptionSelector, p_success: list[float], episodes: int, seed: int = 0, values=None) -> list[int]:

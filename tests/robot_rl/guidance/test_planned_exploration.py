@@ -13,7 +13,9 @@ import torch
 pytest.importorskip("pydantic")
 
 from robot_rl.guidance.model_client import ModelConfig  # noqa: E402
-from robot_rl.guidance.plan import SKILLS, oracle_plan, scene_from_identity  # noqa: E402
+from robot_rl.guidance.plan.planners import oracle_plan  # noqa: E402
+from robot_rl.guidance.plan.scene import scene_from_identity  # noqa: E402
+from robot_rl.guidance.plan.schema import SKILLS  # noqa: E402
 from robot_rl.guidance.planned_exploration import PlanGuidanceConfig, PlanGuidedEnv  # noqa: E402
 from robot_rl.guidance.replay_server import ReplayServer, request_text  # noqa: E402
 from sim.env import BatchedEnv, EnvConfig  # noqa: E402

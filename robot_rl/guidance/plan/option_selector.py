@@ -1,6 +1,6 @@
 """Online correction of a plan: which affordance option to try at each subgoal, and when to re-plan.
 
-A plan subgoal may list several options (``plan.Subgoal.options``). At every subgoal start the
+A plan subgoal may list several options (``schema.Subgoal.options``). At every subgoal start the
 trainer asks an :class:`OptionSelector` which one to try, runs it, and reports whether the
 subgoal was achieved within its time budget. Two rules:
 

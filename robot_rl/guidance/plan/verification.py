@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from robot_rl.guidance.plan import Plan
+from robot_rl.guidance.plan.schema import Plan
 
 STATUSES = ("verified", "refuted", "unverified")
 
