@@ -12,7 +12,8 @@ import torch
 
 from sim.env import BatchedEnv, EnvConfig
 from sim.observation_layout import quat_xyzw_to_rotmat, to_body
-from sim.tasks.quadruped import JOINT_NAMES, QuadrupedVelocity
+from sim.tasks.quadruped import QuadrupedVelocity
+from sim.tasks.quadruped.constants import JOINT_NAMES
 
 __all__ = ["JOINT_NAMES", "QuadrupedSitl"]
 

@@ -68,7 +68,7 @@ def test_step_with_per_substep_controls_equals_single_steps(tmp_path, monkeypatc
     from sim.backends import load_model, make_backend
 
     monkeypatch.chdir(tmp_path)  # MuJoCo logs the warnings to MUJOCO_LOG.TXT in the working directory
-    from sim.tasks.quadruped import FLAT_SCENE
+    from sim.tasks.quadruped.constants import FLAT_SCENE
 
     model = load_model(FLAT_SCENE)
     one_call, loop = (make_backend("mujoco", model, 8, nthread=2) for _ in range(2))

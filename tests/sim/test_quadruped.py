@@ -13,7 +13,7 @@ import torch
 from sim.backends import load_model
 from sim.env import BatchedEnv, EnvConfig
 from sim.tasks import make_task
-from sim.tasks.quadruped import (
+from sim.tasks.quadruped.constants import (
     CALF_LENGTH,
     DEFAULT_JOINT_POS,
     FLAT_SCENE,
@@ -21,10 +21,10 @@ from sim.tasks.quadruped import (
     JOINT_NAMES,
     LEGS,
     SPAWN_HEIGHT,
-    TERRAIN_BORDER,
     THIGH_LENGTH,
     TOTAL_MASS,
 )
+from sim.tasks.quadruped.terrain import TERRAIN_BORDER
 
 TERMS = {"tracking_lin_vel", "tracking_ang_vel", "lin_vel_z", "ang_vel_xy", "orientation", "torques", "joint_acc",
          "action_rate", "feet_air_time", "collision", "joint_limits", "fall"}  # fmt: skip

@@ -11,217 +11,41 @@ types) with a terrain-level curriculum. Observations follow obs_layout, exported
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import ClassVar
 
-import numpy as np
 import torch
 
 from sim.observation_layout import build_observation, quat_xyzw_to_rotmat, store_raw_rows, to_body
 from sim.tasks.base import Task
-
-ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "quadruped"
-ROBOT_PATH = ASSET_DIR / "go1_like.xml"
-FLAT_SCENE = ASSET_DIR / "scene.xml"
-
-LEGS = ("FR", "FL", "RR", "RL")  # Unitree motor order
-JOINT_NAMES = [f"{leg}_{part}" for leg in LEGS for part in ("hip", "thigh", "calf")]
-# legged_gym's A1 defaults (used for Go1-class robots): hips splayed 0.1 rad outwards, rear thighs further back
-DEFAULT_JOINT_POS = [-0.1, 0.8, -1.5, 0.1, 0.8, -1.5, -0.1, 1.0, -1.5, 0.1, 1.0, -1.5]
-JOINT_LOW = [-0.863, -0.686, -2.818] * 4  # Go1 URDF limits (rad)
-JOINT_HIGH = [0.863, 4.501, -0.888] * 4
-TORQUE_LIMIT = [23.7, 23.7, 35.55] * 4  # N m
-SPAWN_HEIGHT = 0.34  # trunk origin above the ground at reset: feet just clear of it in the home pose
-TOTAL_MASS = 12.864  # kg, as written in go1_like.xml
-THIGH_LENGTH = CALF_LENGTH = 0.213  # m
-FOOT_RADIUS = 0.02
-
-# contact sensor rows in go1_like.xml
-FEET = slice(0, 4)
-BODY_CONTACTS = slice(4, 13)  # trunk, hips, thighs: ground contact ends the episode
-CALVES = slice(13, 17)  # collision penalty
-
-COMMAND_NAMES = ["vx_m_s", "vy_m_s", "yaw_rate_rad_s"]
-
-
-def obs_layout(observe_lin_vel: bool) -> list[dict]:
-    """legged_gym's observation (scales included), minus the base velocity when the robot has no estimator."""
-    terms = [
-        {"name": "angular_velocity", "op": "identity", "inputs": ["angular_velocity"], "dim": 3, "scale": 0.25,
-         "clip": 5.0},
-        # gravity in the body frame: the attitude without yaw, which a velocity task must not depend on
-        {"name": "projected_gravity", "op": "body_frame", "inputs": ["gravity_direction", "quaternion"], "dim": 3,
-         "scale": 1.0, "clip": 1.0},
-        {"name": "command", "op": "identity", "inputs": ["command"], "dim": 3, "scale": 1.0, "clip": 2.0},
-        {"name": "joint_position", "op": "difference", "inputs": ["joint_position", "default_joint_position"],
-         "dim": 12, "scale": 1.0, "clip": 4.0},
-        {"name": "joint_velocity", "op": "identity", "inputs": ["joint_velocity"], "dim": 12, "scale": 0.05,
-         "clip": 5.0},
-        {"name": "last_action", "op": "identity", "inputs": ["last_action"], "dim": 12, "scale": 1.0, "clip": 1.0},
-    ]  # fmt: skip
-    if observe_lin_vel:
-        lin = {"name": "base_linear_velocity", "op": "identity", "inputs": ["base_linear_velocity"], "dim": 3,
-               "scale": 2.0, "clip": 5.0}  # fmt: skip
-        terms.insert(0, lin)
-    return terms
-
-
-# raw-state noise (std, raw units), legged_gym's noise scales: joints 0.01 rad and 1.5 rad/s, gyro 0.2 rad/s,
-# velocity 0.1 m/s; 0.025 on each quaternion component gives ~0.05 on projected gravity
-OBS_NOISE_STD = {
-    "joint_position": 0.01,
-    "joint_velocity": 1.5,
-    "angular_velocity": 0.2,
-    "base_linear_velocity": 0.1,
-    "quaternion": 0.025,
-}
-
-# Domain randomization. friction: sliding friction of every geom (ground and feet alike, so the contact's
-# max-combined value is the sample); added_mass: kg on the trunk; motor_strength: multiplier of kp and kv per
-# motor; latency in 5 ms substeps; pushes set a random horizontal velocity change every push_interval_s.
-# "train" is legged_gym's ranges (friction 0.5-1.25, added mass +-1 kg, pushes up to 1 m/s every 15 s, motor
-# strength 0.9-1.1 as in walk-these-ways); "max" widens each.
-DR_LEVELS = {
-    "none": {},
-    "train": {
-        "friction": (0.5, 1.25),
-        "added_mass": (-1.0, 1.0),
-        "motor_strength": (0.9, 1.1),
-        "latency_substeps": (0, 2),
-        "push_speed": 0.5,
-        "start_joint_noise": 0.1,
-        "start_speed": 0.3,
-    },
-    "max": {
-        "friction": (0.3, 1.5),
-        "added_mass": (-1.0, 3.0),
-        "motor_strength": (0.8, 1.2),
-        "latency_substeps": (0, 3),
-        "push_speed": 1.0,
-        "start_joint_noise": 0.2,
-        "start_speed": 0.5,
-    },
-}
-
-# -- terrain ------------------------------------------------------------------------------------------
-TERRAIN_TYPES = ("rough", "slope_up", "slope_down", "stairs_up", "stairs_down", "obstacles")
-TERRAIN_SPACING = 0.1  # m between heightfield samples (legged_gym's horizontal scale)
-TERRAIN_BORDER = 5.0  # m of flat ground around the tiles
-PLATFORM = 1.0  # m, half width of the flat spawn platform at each tile's centre
-
-
-def _tile(kind: str, difficulty: float, n: int, rng: np.random.Generator) -> np.ndarray:
-    """(n, n) heights (m) of one tile, edge level 0; difficulty in [0, 1]. Sizes are for a Go1-sized robot:
-    legged_gym's slopes (up to 0.4), steps up to 0.15 m (its 0.23 m are ANYmal-sized), blocks up to 0.13 m."""
-    s = TERRAIN_SPACING
-    c = (np.arange(n) + 0.5 - n / 2) * s
-    r = np.maximum(np.abs(c)[:, None], np.abs(c)[None, :])  # square rings around the centre
-    half = n * s / 2
-    inward = half - np.maximum(r, PLATFORM)  # distance from the edge, flat on the platform
-    if kind == "rough":
-        a = 0.01 + 0.07 * difficulty
-        coarse = rng.uniform(-a, a, size=(n // 2 + 1, n // 2 + 1)).round(3)  # 0.2 m cells
-        return np.repeat(np.repeat(coarse, 2, axis=0), 2, axis=1)[:n, :n]
-    if kind in ("slope_up", "slope_down"):
-        h = 0.4 * difficulty * inward + rng.uniform(-0.01, 0.01, size=(n, n))
-        return h if kind == "slope_up" else -h
-    if kind in ("stairs_up", "stairs_down"):
-        step = 0.02 + 0.13 * difficulty
-        h = step * np.floor(inward / 0.3)
-        return h if kind == "stairs_up" else -h
-    if kind == "obstacles":
-        h = np.zeros((n, n))
-        height = 0.03 + 0.10 * difficulty
-        for _ in range(20):
-            w, d = rng.integers(4, 11, size=2)  # 0.4-1.0 m blocks
-            i, j = rng.integers(0, n - w), rng.integers(0, n - d)
-            h[i : i + w, j : j + d] = height * rng.choice([-1.0, 1.0])
-        h[r < PLATFORM] = 0.0
-        return h
-    raise ValueError(f"unknown terrain type '{kind}' ({', '.join(TERRAIN_TYPES)})")
-
-
-def make_terrain(levels: int, tile_m: float, seed: int) -> np.ndarray:
-    """Heights (m), (rows along y, cols along x), of the whole grid: tile (level, type) spans
-    x in border + level * tile_m (+ tile_m) and y in border + type * tile_m; the lowest point is 0."""
-    rng = np.random.default_rng(seed)
-    n = int(round(tile_m / TERRAIN_SPACING))
-    b = int(round(TERRAIN_BORDER / TERRAIN_SPACING))
-    h = np.zeros((len(TERRAIN_TYPES) * n + 2 * b + 1, levels * n + 2 * b + 1))
-    for level in range(levels):
-        difficulty = level / max(1, levels - 1)
-        for t, kind in enumerate(TERRAIN_TYPES):
-            h[b + t * n : b + (t + 1) * n, b + level * n : b + (level + 1) * n] = _tile(kind, difficulty, n, rng)
-    return h - h.min()
-
-
-def write_rough_scene(heights: np.ndarray, tag: str) -> Path:
-    """The rough scene: the robot, a heightfield of these heights and a catch plane at the lowest level.
-
-    MuJoCo reads heightfields from a binary file (int32 nrow, int32 ncol, float32 rows from y = -size_y)
-    and normalizes them to [0, 1] times size_z, so heights go in divided by their maximum.
-    """
-    out = Path(tempfile.gettempdir()) / "robot_rl_scenes"
-    out.mkdir(parents=True, exist_ok=True)
-    nrow, ncol = heights.shape
-    top = max(float(heights.max()), 1e-3)
-    bin_path = out / f"quadruped_terrain_{tag}.bin"
-    tmp = bin_path.with_suffix(f".{os.getpid()}.tmp")  # runs in parallel may write the same terrain
-    with open(tmp, "wb") as f:
-        np.array([nrow, ncol], dtype=np.int32).tofile(f)
-        (heights / top).astype(np.float32).tofile(f)
-    os.replace(tmp, bin_path)
-    sx, sy = (ncol - 1) * TERRAIN_SPACING / 2, (nrow - 1) * TERRAIN_SPACING / 2
-    xml = f"""<mujoco model="go1_like_rough">
-  <include file="{ROBOT_PATH}"/>
-  <visual>
-    <global offwidth="640" offheight="480"/>
-    <headlight ambient="0.35 0.35 0.35" diffuse="0.5 0.5 0.5"/>
-    <quality shadowsize="2048"/>
-  </visual>
-  <asset>
-    <texture name="sky" type="skybox" builtin="gradient" rgb1="0.55 0.65 0.78" rgb2="0.12 0.14 0.18" width="512"
-             height="3072"/>
-    <texture name="grid" type="2d" builtin="checker" rgb1="0.25 0.28 0.32" rgb2="0.2 0.22 0.26" width="256"
-             height="256"/>
-    <material name="floor" texture="grid" texrepeat="1 1" texuniform="true" reflectance="0.05"/>
-    <material name="terrain" rgba="0.45 0.42 0.38 1"/>
-    <hfield name="terrain" file="{bin_path}" size="{sx} {sy} {top} 0.1"/>
-  </asset>
-  <worldbody>
-    <light pos="0 0 3" dir="0 0 -1" diffuse="0.8 0.8 0.8" castshadow="true" mode="trackcom" target="trunk"/>
-    <geom name="floor" type="plane" size="0 0 0.05" material="floor" condim="3" friction="1.0 0.005 0.0001"/>
-    <geom name="terrain" type="hfield" hfield="terrain" pos="{sx} {sy} 0" material="terrain" condim="3"
-          friction="1.0 0.005 0.0001"/>
-  </worldbody>
-</mujoco>
-"""
-    path = out / f"quadruped_rough_{tag}.xml"
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(xml)
-    os.replace(tmp, path)
-    return path
-
-
-@dataclass
-class RewardWeights:
-    """legged_gym's reward scales, per second (each term is weight * value * control_dt per step, as there)."""
-
-    tracking_lin_vel: float = 1.0
-    tracking_ang_vel: float = 0.5
-    lin_vel_z: float = -2.0
-    ang_vel_xy: float = -0.05
-    orientation: float = -1.0
-    torques: float = -0.0002
-    joint_acc: float = -2.5e-7
-    action_rate: float = -0.01
-    feet_air_time: float = 1.0
-    collision: float = -1.0
-    joint_limits: float = -10.0
-    fall: float = -2.0  # once, when the episode ends in a fall (not per second)
+from sim.tasks.quadruped.constants import (
+    BODY_CONTACTS,
+    CALVES,
+    DEFAULT_JOINT_POS,
+    FEET,
+    FLAT_SCENE,
+    JOINT_HIGH,
+    JOINT_LOW,
+    JOINT_NAMES,
+    SPAWN_HEIGHT,
+    TORQUE_LIMIT,
+)
+from sim.tasks.quadruped.terrain import (
+    TERRAIN_BORDER,
+    TERRAIN_TYPES,
+    ground_height,
+    make_terrain,
+    next_levels,
+    write_rough_scene,
+)
+from sim.tasks.quadruped.velocity_config import (
+    COMMAND_NAMES,
+    DR_LEVELS,
+    OBS_NOISE_STD,
+    RAW_INPUTS,
+    RewardWeights,
+    obs_layout,
+)
 
 
 @dataclass
@@ -310,14 +134,7 @@ class QuadrupedVelocity(Task):
                 "low": [self.lin_vel_x[0], self.lin_vel_y[0], self.yaw_rate[0]],
                 "high": [self.lin_vel_x[1], self.lin_vel_y[1], self.yaw_rate[1]],
             },
-            "raw_inputs": {
-                "base_linear_velocity": "trunk velocity in the body frame, m/s (state estimator)",
-                "angular_velocity": "gyro, body frame, rad/s",
-                "quaternion": "trunk attitude, xyzw",
-                "joint_position": "rad, joint_names order",
-                "joint_velocity": "rad/s",
-                "command": "vx, vy (m/s, body frame), yaw rate (rad/s)",
-            },
+            "raw_inputs": dict(RAW_INPUTS),
             "raw_constants": {"gravity_direction": [0.0, 0.0, -1.0], "default_joint_position": list(DEFAULT_JOINT_POS)},
             "control_dt_s": self.control_dt,
         }
@@ -411,19 +228,13 @@ class QuadrupedVelocity(Task):
         self.since_command[ids] = 0
 
     def _update_levels(self, ids: torch.Tensor) -> None:
-        """legged_gym's terrain curriculum: up a level after walking past the tile's half length, down after
-        covering less than half the commanded distance; past the top level, a random level."""
+        """The terrain curriculum (terrain.next_levels) for the worlds that ran an episode."""
         ran = ids[self.steps[ids] > 0]
         if not ran.numel():
             return
         walked = self.walked[ran]  # from the last step: the backend has already reset these worlds' state
-        up = walked > self.terrain_tile_m / 2
-        down = (walked < 0.5 * self.cmd_distance[ran]) & ~up
-        level = self.level[ran] + up.long() - down.long()
-        top = self.terrain_levels
-        wrap = level >= top
-        level[wrap] = torch.randint(0, top, (int(wrap.sum()),), generator=self.rng)
-        self.level[ran] = level.clamp(min=0)
+        self.level[ran] = next_levels(self.level[ran], walked, self.cmd_distance[ran], self.terrain_tile_m,
+                                      self.terrain_levels, self.rng)  # fmt: skip
 
     def _spawn_points(self, ids: torch.Tensor) -> torch.Tensor:
         k = len(ids)
@@ -432,15 +243,7 @@ class QuadrupedVelocity(Task):
         self.tile_type[ids] = torch.randint(0, len(TERRAIN_TYPES), (k,), generator=self.rng)
         xy = torch.stack([self.level[ids], self.tile_type[ids]], dim=1).double()
         xy = TERRAIN_BORDER + (xy + 0.5) * self.terrain_tile_m + self._uniform(k, -0.8, 0.8, 2)
-        # ground under the feet: the highest sample within 0.4 m of the trunk's centre
-        r = int(round(0.4 / TERRAIN_SPACING))
-        col = (xy[:, 0] / TERRAIN_SPACING).round().long()
-        row = (xy[:, 1] / TERRAIN_SPACING).round().long()
-        off = torch.arange(-r, r + 1)
-        rows = (row[:, None, None] + off[None, :, None]).clamp(0, self.height_map.shape[0] - 1)
-        cols = (col[:, None, None] + off[None, None, :]).clamp(0, self.height_map.shape[1] - 1)
-        ground = self.height_map[rows, cols].flatten(1).amax(dim=1)
-        return torch.cat([xy, ground.unsqueeze(1)], dim=1)
+        return torch.cat([xy, ground_height(self.height_map, xy).unsqueeze(1)], dim=1)
 
     def reset_worlds(self, ids: torch.Tensor) -> None:
         b, k, d = self.backend, len(ids), self.dr
@@ -679,6 +482,3 @@ class QuadrupedVelocity(Task):
 def _yaw(q_wxyz: torch.Tensor) -> torch.Tensor:
     w, x, y, z = q_wxyz.unbind(1)
     return torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
-
-
-__all__ = ["QuadrupedVelocity", "DR_LEVELS", "JOINT_NAMES", "DEFAULT_JOINT_POS", "TERRAIN_TYPES", "make_terrain"]
