@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from sim.env import BatchedEnv, EnvConfig
-from sim.tasks.crazyflie_swarm import CrazyflieSwarm
+from sim.tasks.crazyflie import CrazyflieSwarm
 
 
 def swarm_task(num_drones: int, scene: int, scenario: str = "clutter", tof_noise: bool = False,

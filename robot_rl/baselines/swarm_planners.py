@@ -38,7 +38,7 @@ from sim.backends import load_model, make_backend
 from sim.env import EnvConfig
 from sim.robots.goto_planner import CbfParams, TrackingGains, accel_to_motors, cbf_filter, tracking_acceleration
 from sim.sensors.tof import quat_wxyz_to_rotmat
-from sim.tasks.crazyflie_swarm import CrazyflieSwarm
+from sim.tasks.crazyflie import CrazyflieSwarm
 
 
 def _attraction(task: CrazyflieSwarm, g: TrackingGains, max_err: float = 1.0) -> torch.Tensor:

@@ -46,7 +46,7 @@ def swarm_deploy_policy(runtime, seed: int = 0) -> Policy:
     zones, the other drones' delayed broadcasts). With the env's observation noise on, position, velocity
     and angular velocity get the task's noise; the attitude arrives as a quaternion and stays exact."""
     from robot_rl.deploy.units import quat_wxyz_to_xyzw
-    from sim.tasks.crazyflie_swarm import OBS_NOISE_STD
+    from sim.tasks.crazyflie.swarm_config import OBS_NOISE_STD
 
     rng = np.random.default_rng(seed)
     others: dict[int, np.ndarray] = {}  # team size -> (N, N - 1): the drones each drone hears

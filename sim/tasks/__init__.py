@@ -1,8 +1,7 @@
 """Tasks, one file per family. TASKS maps a task name to its constructor."""
 
 from sim.tasks.arm import ArmPickPlace, ArmPush, ArmReach
-from sim.tasks.crazyflie import CrazyflieGoto, CrazyflieHover
-from sim.tasks.crazyflie_swarm import CrazyflieSwarm
+from sim.tasks.crazyflie import CrazyflieGoto, CrazyflieHover, CrazyflieSwarm
 from sim.tasks.quadruped import QuadrupedVelocity
 
 TASKS = {

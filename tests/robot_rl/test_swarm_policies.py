@@ -27,7 +27,7 @@ def test_attention_policy_has_learns_size_and_shares_weights_across_drones():
 
 def test_policy_drives_the_swarm_env():
     from sim.env import BatchedEnv, EnvConfig
-    from sim.tasks.crazyflie_swarm import CrazyflieSwarm
+    from sim.tasks.crazyflie import CrazyflieSwarm
 
     task = CrazyflieSwarm(num_drones=3)
     env = BatchedEnv(task, EnvConfig(num_worlds=2, nthread=1))

@@ -122,7 +122,7 @@ def test_runtime_rebuilds_the_task_observation_from_odometry(swarm_run, team):
     from robot_rl.deploy.observation import FAR_NEIGHBOUR_M
     from robot_rl.deploy.units import quat_wxyz_to_xyzw
     from sim.crazyflie_swarm_sitl import CrazyflieSwarmSitl
-    from sim.tasks.crazyflie_swarm import FAR
+    from sim.tasks.crazyflie.swarm_config import FAR
 
     _, bundle_dir = swarm_run
     assert FAR_NEIGHBOUR_M == FAR

@@ -21,7 +21,8 @@ from sim.env import BatchedEnv, EnvConfig
 from sim.robots import crazyflie_firmware_native as native
 from sim.robots.crazyflie_firmware import CrazyflieFirmware, PidGains
 from sim.tasks import make_task
-from sim.tasks.crazyflie import LATENCY_HISTORY, MODEL_PATH, CrazyflieHover
+from sim.tasks.crazyflie import MODEL_PATH, CrazyflieHover
+from sim.tasks.crazyflie.hover_config import LATENCY_HISTORY
 
 HAVE_GCC = shutil.which("gcc") is not None
 needs_gcc = pytest.mark.skipif(not HAVE_GCC, reason="no gcc: the native firmware cannot be built")

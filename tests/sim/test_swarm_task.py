@@ -11,7 +11,7 @@ import torch
 from sim.env import BatchedEnv, EnvConfig
 from sim.robots.goto_planner import CbfParams, MinJerkGoto, cbf_filter
 from sim.scenes.clutter import ClutterConfig, Layout, obstacle_distance, sample_layouts
-from sim.tasks.crazyflie_swarm import CrazyflieSwarm
+from sim.tasks.crazyflie import CrazyflieSwarm
 
 torch.set_num_threads(1)
 

@@ -13,7 +13,7 @@ from robot_rl.config import ConfigError
 from robot_rl.training.checkpoint import load_checkpoint
 from robot_rl.training.imitation import DaggerConfig, beta_schedule, dagger_config, teacher_actions
 from sim.env import BatchedEnv, EnvConfig
-from sim.tasks.crazyflie_swarm import CrazyflieSwarm
+from sim.tasks.crazyflie import CrazyflieSwarm
 
 TINY = ["task=crazyflie_swarm", "algo=ppo_swarm", "task.num_worlds=4", "task.params.num_drones=3",
         "backend.nthread=1", "train.progress=false", "seed=3"]  # fmt: skip

@@ -23,6 +23,7 @@ training scenes (that fraction of training resets; held-out scenes keep their sc
 Rewards: SwarmRewardWeights, each term logged by name (Episode/rew_<name>). Two-stage training sets
 rewards.safety_guide > 0 in stage 1 (the guide term, -|a - a_cbf| against the CBF-filtered planner
 command) and 0 in stage 2, which fine-tunes stage 1's checkpoint without it (scripts/swarm_comparison.py).
+The CBF teachers (safe_command, sensed_safe_command) and the scene geometry are in swarm_teacher.py.
 """
 
 from __future__ import annotations
@@ -35,58 +36,24 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sim.robots.goto_planner import (
-    CbfParams,
-    MinJerkGoto,
-    TrackingGains,
-    accel_to_motors,
-    cbf_filter,
-    tracking_acceleration,
-)
-from sim.scenes.clutter import (
-    ClutterConfig,
-    Layout,
-    build_mjcf,
-    drone_names,
-    gap_wall,
-    obstacle_distance,
-    sample_layouts,
-    write_layout,
-)
+from sim.robots.goto_planner import CbfParams, MinJerkGoto, TrackingGains
+from sim.scenes.clutter import ClutterConfig, Layout, build_mjcf, drone_names, gap_wall, sample_layouts, write_layout
 from sim.sensors.tof import SENSOR_LAYOUTS, RangeSensors, quat_wxyz_to_rotmat
 from sim.tasks.base import Task, TeamSpec
-
-HELD_OUT_BASE = 1_000_000
-DRONE_RADIUS = 0.056  # propeller envelope half width (crazyflie.xml collision box)
-NEIGHBOUR_HIT = 0.12  # m centre to centre: the collision boxes touch
-OBSTACLE_HIT = 0.06  # m centre to obstacle surface
-OBS_NOISE_STD = {"position": 0.005, "velocity": 0.02, "rotation": 0.005, "angular_velocity": 0.05}
-FAR = 5.0  # padding for missing neighbours (fewer drones than k + 1), metres
-
-
-@dataclass
-class SwarmRewardWeights:
-    setpoint: float = 1.0  # exp(-|p - p_sp| / 0.3): track the planner's moving setpoint
-    goal: float = 0.5  # exp(-|p - goal| / 0.5): be at the goal when the plan has ended
-    # speed toward the goal (m/s), the rate at which -|p - goal| grows: potential-based shaping, so it leaves the
-    # optimal policy unchanged, and unlike the two exp terms it still pulls a drone that has fallen far behind
-    # its setpoint (off by default: the published tables were trained without it)
-    goal_progress: float = 0.0
-    velocity_tracking: float = -0.05
-    effort: float = -0.05  # LEARN: 0.05 |a|
-    angular_velocity: float = -0.005
-    obstacle_collision: float = -5.0
-    obstacle_proximity: float = -1.0  # linear from 0.5 m to 0.05 m surface distance (LEARN)
-    neighbour_collision: float = -5.0
-    neighbour_proximity: float = -1.0  # linear from 4 to 2 arm lengths... scaled to hit distance
-    crash: float = -10.0
-    # stage 1's guide STRENGTH (>= 0; 0 = stage 2): the term is -safety_guide |a - a_cbf|, a_cbf the CBF-filtered
-    # planner command in policy units (unlike the signed weights above, a positive value penalises)
-    safety_guide: float = 0.0
+from sim.tasks.crazyflie.constants import DRONE_RADIUS
+from sim.tasks.crazyflie.swarm_config import (
+    FAR,
+    HELD_OUT_BASE,
+    NEIGHBOUR_HIT,
+    OBS_NOISE_STD,
+    OBSTACLE_HIT,
+    SwarmRewardWeights,
+)
+from sim.tasks.crazyflie.swarm_teacher import CbfTeacher
 
 
 @dataclass
-class CrazyflieSwarm(Task):
+class CrazyflieSwarm(CbfTeacher, Task):
     action_mode: str = "motors"  # the only mode: on board, the policy drives the motors
     num_drones: int = 6
     k_neighbours: int = 2
@@ -348,23 +315,6 @@ class CrazyflieSwarm(Task):
     def interval_events(self, step: torch.Tensor) -> None:
         pass  # no pushes: collisions with the clutter and neighbours are disturbance enough
 
-    def obstacle_geometry(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Horizontal surface distance (W, N, K) and outward normals (W, N, K, 2) to every obstacle slot,
-        including the room walls as four extra obstacles."""
-        p = self.pos[..., 0:2]
-        dist, normal = obstacle_distance(self.layout, p, self.scene.wall_thickness, self.scene.column_diameter / 2)
-        lx, ly = self.scene.room[0] / 2, self.scene.room[1] / 2
-        room_d = torch.stack([lx - p[..., 0], p[..., 0] + lx, ly - p[..., 1], p[..., 1] + ly], dim=-1)
-        room_n = torch.tensor([[-1.0, 0], [1, 0], [0, -1], [0, 1]], dtype=p.dtype).expand(*p.shape[:2], 4, 2)
-        return torch.cat([dist, room_d], -1), torch.cat([normal, room_n], 2)
-
-    def neighbour_geometry(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """True centre distances (W, N, N) (inf on the diagonal), unit vectors from j to i, and v_i - v_j."""
-        p, v = self.pos, self.vel
-        dp = p.unsqueeze(2) - p.unsqueeze(1)
-        d = dp.norm(dim=-1) + torch.diag(torch.full((self.num_drones,), math.inf, dtype=p.dtype))
-        return d, dp / d.clamp(min=1e-9).unsqueeze(-1), v.unsqueeze(2) - v.unsqueeze(1)
-
     def _update_status(self) -> None:
         p, v = self.pos, self.vel
         d_obs, _ = self.obstacle_geometry()
@@ -441,51 +391,6 @@ class CrazyflieSwarm(Task):
 
     def min_obst_clipped(self) -> torch.Tensor:
         return getattr(self, "min_obst", torch.full((self.W, self.num_drones), 2.0)).clamp(max=2.0)
-
-    TEACHERS = ("sensed_safe_command", "safe_command")
-
-    def teacher(self, name: str) -> torch.Tensor:
-        if name not in self.TEACHERS:
-            raise ValueError(f"task '{self.name}' has no teacher '{name}' (teachers: {', '.join(self.TEACHERS)})")
-        return self.safe_command() if name == "safe_command" else self.sensed_safe_command()
-
-    def safe_command(self) -> torch.Tensor:
-        """The CBF-filtered planner command in motor units (W, N, 4): stage 1's safety guide. The barriers use
-        the true geometry: every obstacle surface and the true neighbour states."""
-        d_obs, n_obs = self.obstacle_geometry()
-        d_nb, n_nb, dv = self.neighbour_geometry()
-        return self._cbf_command(d_obs, n_obs, d_nb, n_nb[..., 0:2], dv[..., 0:2])
-
-    def sensed_safe_command(self) -> torch.Tensor:
-        """The same CBF-filtered planner command (W, N, 4), its barriers built only from what the policy
-        senses: one obstacle barrier per horizontal ToF beam (the held, noisy reading along the beam, normal
-        against the beam; a beam at the clip value sees nothing) and one per observed neighbour (the k nearest
-        delayed broadcasts). A teacher a ToF-only student can imitate: safe_command() reacts to obstacles in
-        the deck's blind diagonals and to neighbours' true states, which no policy observation holds."""
-        s = self.sensors
-        flat = torch.cos(s.pitch) > 0.7  # horizontal beams (the Multi-ranger's up beam says nothing here)
-        body = torch.stack([torch.cos(s.yaw), torch.sin(s.yaw), torch.zeros_like(s.yaw)], -1)
-        u = torch.einsum("wnij,bj->wnbi", quat_wxyz_to_rotmat(self.quat), body)[..., 0:2]
-        n_obs = -u / u.norm(dim=-1, keepdim=True).clamp(min=1e-6)
-        seen = (self.tof < s.cfg.clip) & flat
-        d_obs = torch.where(seen, self.tof + s.cfg.mount_radius, math.inf)  # centre to surface along the beam
-        nb = self._observed_neighbours(torch.cat([self.pos, self.vel], -1))
-        d_nb = nb[..., 0:3].norm(dim=-1)
-        n_nb = -nb[..., 0:2] / d_nb.unsqueeze(-1).clamp(min=1e-9)  # from the neighbour to this drone
-        return self._cbf_command(d_obs, n_obs, d_nb, n_nb, -nb[..., 3:5])
-
-    def _cbf_command(self, d_obs, n_obs, d_nb, n_nb, dv) -> torch.Tensor:
-        """Tracking acceleration, CBF-filtered against obstacle surfaces d_obs (W, N, K) with normals n_obs
-        (W, N, K, 2) and neighbours at centre distances d_nb (W, N, J), normals n_nb and velocity v_i - v_j dv
-        (W, N, J, 2); then the geometric controller -> motor units (W, N, 4)."""
-        acc = tracking_acceleration(self.pos, self.vel, self.sp_pos, self.sp_vel, self.sp_acc, self.gains)
-        dist = torch.cat([d_obs - self.cbf.safe_distance, d_nb - self.cbf.neighbour_distance], -1)
-        normal = torch.cat([n_obs, n_nb], 2)
-        rel_v = torch.cat([self.vel[..., 0:2].unsqueeze(2).expand(*n_obs.shape), dv], 2)
-        acc = acc.clone()
-        acc[..., 0:2] = cbf_filter(acc[..., 0:2], dist, normal, rel_v, self.cbf, self.gains.max_acc)
-        rot = quat_wxyz_to_rotmat(self.quat)
-        return accel_to_motors(acc, rot, self.omega, self.mass, self.gains, self.kf_scale)
 
     def reward_terms(self) -> dict[str, torch.Tensor]:
         w, p = self.rewards, self.pos

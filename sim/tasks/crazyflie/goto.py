@@ -1,0 +1,31 @@
+"""Crazyflie go-to: the hover task with goals drawn anywhere in a volume, a new one every goal_period_s."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from sim.tasks.crazyflie.hover import CrazyflieHover
+
+
+@dataclass
+class CrazyflieGoto(CrazyflieHover):
+    """Fly to goals drawn anywhere in a 3 x 3 x 1.5 m volume; a new goal every goal_period_s."""
+
+    goal_period_s: float = 4.0
+    goal_low: tuple[float, float, float] = (-1.5, -1.5, 0.5)
+    goal_high: tuple[float, float, float] = (1.5, 1.5, 2.0)
+    name = "crazyflie_goto"
+
+    def sample_goals(self, ids: torch.Tensor) -> None:
+        lo = torch.tensor(self.goal_low, dtype=torch.float64)
+        hi = torch.tensor(self.goal_high, dtype=torch.float64)
+        self.goal_pos[ids] = lo + (hi - lo) * torch.rand(len(ids), 3, generator=self.rng, dtype=torch.float64)
+
+    def interval_events(self, step: torch.Tensor) -> None:
+        super().interval_events(step)
+        every = int(self.goal_period_s / self.control_dt)
+        due = ((step % every) == 0).nonzero().flatten()
+        if due.numel():
+            self.sample_goals(due)
