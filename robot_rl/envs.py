@@ -47,7 +47,8 @@ def make_env(
             env = PerDroneEnv(env)
         g = cfg.get("guidance")
         if g is not None and g.name == "plan":  # the plan controller is part of the env the policy acts in
-            from robot_rl.guidance.planned_exploration import PlanGuidedEnv, plan_config
+            from robot_rl.guidance.plan.config import plan_config
+            from robot_rl.guidance.plan.guided_env import PlanGuidedEnv
 
             env = PlanGuidedEnv(env, plan_config(OmegaConf.to_container(g, resolve=True)))
     except ValueError as e:

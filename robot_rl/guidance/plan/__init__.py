@@ -7,7 +7,11 @@ The plan itself:
 - ``planners``: the oracle and the language-model planner (its prompt), ``make_planner``;
 - ``wrong_plans``: deliberately wrong plans and options for the injected-error experiments.
 
-Following it online (``robot_rl.guidance.planned_exploration.PlanGuidedEnv``):
+Following it online (``guided_env.PlanGuidedEnv``, configured by ``config.PlanGuidanceConfig``):
+- ``subgoals``: each layout's plan as tensors, where each skill's subgoal is and when it is achieved;
 - ``option_selector``: the rules that pick an option from measured success or critic values;
-- ``verification``: per-subgoal evidence of what works (DECKARD).
+- ``option_choice``: which option each world tries at a subgoal start;
+- ``verification``: per-subgoal evidence of what works (DECKARD);
+- ``replanning``: asking the planner again after repeated failure;
+- ``records``: the run's plan.json and the state checkpoints carry.
 """

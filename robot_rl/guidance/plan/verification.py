@@ -96,6 +96,15 @@ class PlanVerifier:
             "first_refuted": statuses.index("refuted") if "refuted" in statuses else None,
         }
 
+    def counts(self) -> dict:
+        """The counts alone, as a checkpoint carries them (``load_counts`` restores them)."""
+        return {"attempts": self.attempts, "achieved": self.achieved, "ema": self.ema,
+                "option_counts": self.option_counts}  # fmt: skip
+
+    def load_counts(self, saved: dict) -> None:
+        self.attempts, self.achieved, self.ema = list(saved["attempts"]), list(saved["achieved"]), list(saved["ema"])
+        self.option_counts = [[list(c) for c in sg] for sg in saved["option_counts"]]
+
     def save(self, path: str | Path) -> Path:
         """The summary plus the plan as JSON (``load`` restores the counts)."""
         path = Path(path)

@@ -13,10 +13,11 @@ import torch
 pytest.importorskip("pydantic")
 
 from robot_rl.guidance.model_client import ModelConfig  # noqa: E402
+from robot_rl.guidance.plan.config import PlanGuidanceConfig  # noqa: E402
+from robot_rl.guidance.plan.guided_env import PlanGuidedEnv  # noqa: E402
 from robot_rl.guidance.plan.planners import oracle_plan  # noqa: E402
 from robot_rl.guidance.plan.scene import scene_from_identity  # noqa: E402
 from robot_rl.guidance.plan.schema import SKILLS  # noqa: E402
-from robot_rl.guidance.planned_exploration import PlanGuidanceConfig, PlanGuidedEnv  # noqa: E402
 from robot_rl.guidance.replay_server import ReplayServer, request_text  # noqa: E402
 from sim.env import BatchedEnv, EnvConfig  # noqa: E402
 from sim.tasks.arm import ArmPickPlace  # noqa: E402
@@ -252,3 +253,14 @@ def test_pose_correction_actions_shift_the_plans_estimate_of_the_moved_object():
     assert torch.allclose(env.correction[:4, :2], torch.full((4, 2), 0.04, dtype=torch.float64))
     assert torch.equal(env.correction[4:], held[4:])
     assert torch.equal(env.correction[:, 2], torch.zeros(8, dtype=torch.float64))
+
+
+def test_the_wrapper_forwards_what_learners_and_commands_read_from_the_env():
+    base = make_push_env(4)
+    env = PlanGuidedEnv(base, PlanGuidanceConfig())
+    assert (env.num_envs, env.num_worlds, env.max_episode_length) == (4, 4, base.max_episode_length)
+    assert env.rng is base.rng and env.device == base.device and env.backend is base.backend
+    assert env.num_actions == base.num_actions and env.state_hash() == base.state_hash()
+    env.stagger_episodes()
+    assert env.state_hash() == base.state_hash()
+    assert not hasattr(env, "episode_length_buf")  # explicit forwarding only, no blanket delegation
