@@ -1,5 +1,5 @@
-"""Online option choice (bandit and LLM-TALE's value + bonus), re-plan trigger, resumable state,
-and DECKARD-style verification of the subgoal graph."""
+"""Online option choice (bandit and LLM-TALE's value + bonus), the worlds' choice through it, re-plan trigger
+and re-planning, resumable state, and DECKARD-style verification of the subgoal graph."""
 
 from __future__ import annotations
 
@@ -8,10 +8,14 @@ import random
 from pathlib import Path
 
 import pytest
+import torch
 
+from robot_rl.guidance.plan.option_choice import choose_options, option_values
 from robot_rl.guidance.plan.option_selector import OptionSelector
-from robot_rl.guidance.plan.planners import oracle_plan
+from robot_rl.guidance.plan.planners import OraclePlanner, oracle_plan
+from robot_rl.guidance.plan.replanning import replan
 from robot_rl.guidance.plan.scene import scene_from_identity
+from robot_rl.guidance.plan.subgoals import PlanTables
 from robot_rl.guidance.plan.verification import PlanVerifier
 from robot_rl.guidance.plan.wrong_plans import inject_wrong_option, wrong_option_for
 
@@ -160,3 +164,52 @@ def test_verifier_statuses_edges_and_save(tmp_path: Path) -> None:
     assert data["subgoals"][3]["status"] == "refuted"
     assert data["plan"]["subgoals"][1]["options"][0]["approach"] == "side"  # the injected option is kept
     assert PlanVerifier.load(path).summary() == s
+
+
+def test_verifier_counts_round_trip() -> None:
+    scene = scene_from_identity("arm_push", {"instruction": "push the red cube onto the white pad"})
+    v = PlanVerifier(oracle_plan(scene))
+    v.record(0, True, option=0)
+    v.record(1, False, option=0)
+    fresh = PlanVerifier(oracle_plan(scene))
+    fresh.load_counts(json.loads(json.dumps(v.counts())))
+    assert fresh.summary() == v.summary()
+
+
+def test_option_values_try_each_option_in_turn_and_restore_the_choice() -> None:
+    opt, ids, n_opt = torch.tensor([0, 1, 0]), torch.tensor([0, 2]), torch.tensor([2, 3])
+    seen = []
+
+    def value() -> torch.Tensor:  # every world's value, from the options set now
+        seen.append(opt.tolist())
+        return (10 * opt + torch.arange(3)).double().unsqueeze(1)
+
+    out = option_values(ids, n_opt, opt, value)
+    assert opt.tolist() == [0, 1, 0]
+    assert seen == [[0, 1, 0], [1, 1, 1], [1, 1, 2]]  # world 0 has two options: its last one repeats
+    assert out[:, :3].tolist() == [[0, 10, 10], [2, 12, 22]] and bool(out[:, 3:].isneginf().all())
+
+
+def test_choose_options_skips_worlds_whose_plan_is_done() -> None:
+    tables = PlanTables(layouts=1)
+    tables.n_sub[0] = 2
+    tables.n_opt[0, :2] = torch.tensor([1, 3])
+    sel = OptionSelector(rule="value_bonus", seed=0)
+    sub, opt = torch.tensor([1, 2, 1]), torch.tensor([0, 4, 0])
+    values = torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])  # world 0, world 1 (done)
+    choose_options(sel, tables, torch.zeros(3, dtype=torch.long), sub, opt, torch.tensor([0, 1]), values)
+    assert opt.tolist() == [2, 4, 0]  # the highest value; the finished world and the one not asked keep theirs
+
+
+def test_replan_asks_the_planner_only_when_the_selector_wants_it() -> None:
+    scene = scene_from_identity("arm_push", {"instruction": "push the red cube onto the white pad"})
+    sel = OptionSelector(rule="bandit", replan_after=2, max_replans=1)
+    sel.set_plan(3, ["reach red_cube", "push white_pad"])
+    assert replan(sel, OraclePlanner(), scene, 3, layout_seed=0) is None
+    for _ in range(2):
+        sel.report(3, 1, sel.choose(3, 1, 1), False)
+    plan, source = replan(sel, OraclePlanner(), scene, 3, layout_seed=0)
+    assert plan == oracle_plan(scene) and source == "oracle" and sel.replans[3] == 1
+    for _ in range(2):
+        sel.report(3, 1, sel.choose(3, 1, 1), False)
+    assert replan(sel, OraclePlanner(), scene, 3, layout_seed=0) is None  # max_replans reached
