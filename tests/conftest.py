@@ -38,7 +38,7 @@ def _export_committed(name: str, tmp_path_factory) -> Path:
 
     from omegaconf import OmegaConf
 
-    from robot_rl.commands import _load_actor
+    from robot_rl.commands.common import load_actor
     from robot_rl.export.bundle_export import export_bundle
 
     data = Path(__file__).parent / "data" / name
@@ -46,7 +46,7 @@ def _export_committed(name: str, tmp_path_factory) -> Path:
     (run / "checkpoints").mkdir(parents=True)
     shutil.copy(data / "config.yaml", run / "config.yaml")
     shutil.copy(data / "model.pt", run / "checkpoints" / "model_300.pt")
-    actor, env = _load_actor(OmegaConf.load(run / "config.yaml"), run)
+    actor, env = load_actor(OmegaConf.load(run / "config.yaml"), run)
     return export_bundle(actor, env.task, run / "bundle", {"run": f"tests/data/{name}"}).path
 
 

@@ -88,9 +88,9 @@ def test_eval_with_the_bundle_flies_every_drone_through_the_deploy_runtime(swarm
     from robot_rl.evaluation.evaluate import swarm_deploy_policy, torch_policy
 
     run, bundle_dir = swarm_run
-    cfg = commands._run_config(run, [])
+    cfg = commands.common.run_config(run, [])
     env = make_env(cfg, num_worlds=4, obs_noise=False)
-    actor, one_world = commands._load_actor(cfg, run, None)
+    actor, one_world = commands.common.load_actor(cfg, run, None)
     one_world.close()
     env.reset()
     for _ in range(30):  # into the flight: drones apart, neighbours heard, walls in view

@@ -53,7 +53,7 @@ def base_venv(tmp_path_factory) -> Path:
 def test_deploy_runtime_in_base_venv_matches_torch(base_venv, tmp_path):
     from omegaconf import OmegaConf
 
-    from robot_rl.commands import _load_actor
+    from robot_rl.commands.common import load_actor
     from robot_rl.envs import make_env
     from robot_rl.evaluation.evaluate import evaluate, pipe_policy, torch_policy
     from robot_rl.export.bundle_export import export_bundle
@@ -63,7 +63,7 @@ def test_deploy_runtime_in_base_venv_matches_torch(base_venv, tmp_path):
     shutil.copy(DATA / "config.yaml", run / "config.yaml")
     shutil.copy(DATA / "model.pt", run / "checkpoints" / "model_1.pt")
     cfg = OmegaConf.load(run / "config.yaml")
-    actor, env1 = _load_actor(cfg, run)
+    actor, env1 = load_actor(cfg, run)
     bundle = export_bundle(actor, env1.task, run / "bundle", {"run": "test"})
 
     def env():

@@ -11,9 +11,9 @@ from robot_rl.deploy import BundleError, PolicyRuntime, load_bundle
 def _actor(run):
     from omegaconf import OmegaConf
 
-    from robot_rl.commands import _load_actor
+    from robot_rl.commands.common import load_actor
 
-    actor, env = _load_actor(OmegaConf.load(run / "config.yaml"), run)
+    actor, env = load_actor(OmegaConf.load(run / "config.yaml"), run)
     return actor, env
 
 

@@ -1,0 +1,29 @@
+"""The work behind each robot-rl command, one module per verb. Each cmd_* takes the command's arguments
+(key=value); robot_rl.cli dispatches to them by name."""
+
+from robot_rl.commands.demo import cmd_demo
+from robot_rl.commands.evaluate import EVAL_POLICIES, cmd_eval, evaluate_run
+from robot_rl.commands.export import cmd_export, export_run
+from robot_rl.commands.imitate import cmd_imitate, imitate_one
+from robot_rl.commands.play import cmd_play, play_run
+from robot_rl.commands.sitl import cmd_sitl
+from robot_rl.commands.train import attach_guidance, cmd_train, guidance_name, reward_name, train_one
+
+__all__ = [
+    "EVAL_POLICIES",
+    "attach_guidance",
+    "cmd_demo",
+    "cmd_eval",
+    "cmd_export",
+    "cmd_imitate",
+    "cmd_play",
+    "cmd_sitl",
+    "cmd_train",
+    "evaluate_run",
+    "export_run",
+    "guidance_name",
+    "imitate_one",
+    "play_run",
+    "reward_name",
+    "train_one",
+]

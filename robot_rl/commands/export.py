@@ -1,0 +1,53 @@
+"""robot-rl export: a run's actor as an ONNX bundle the deploy runtime reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from robot_rl.commands.common import index_run, load_actor, run_config, split_options
+from robot_rl.config import ConfigError
+from robot_rl.training.checkpoint import latest_checkpoint
+from robot_rl.training.run_dir import (
+    git_revision,
+    now_iso,
+    package_versions,
+    read_meta,
+)
+
+
+def cmd_export(args: list[str]) -> Path:
+    opts, overrides = split_options(args, ("run", "checkpoint"))
+    if "run" not in opts:
+        raise ConfigError("export needs run=<run directory>")
+    if overrides:  # the bundle is the trained policy as it is: nothing to override
+        raise ConfigError(f"export takes run= and checkpoint=, not {overrides[0].split('=')[0]}=")
+    return export_run(Path(opts["run"]), opts.get("checkpoint"))
+
+
+def export_run(run_dir: Path, checkpoint: str | None = None) -> Path:
+    from robot_rl.deploy import load_bundle
+    from robot_rl.export.bundle_export import export_bundle
+
+    cfg = run_config(run_dir, [])
+    if cfg.get("guidance") is not None and cfg.guidance.name == "plan":
+        raise ConfigError(
+            "plan-guided policies act as residuals on the plan controller, which bundles do not carry "
+            "yet: export is not available for guidance=plan runs"
+        )
+    actor, env = load_actor(cfg, run_dir, checkpoint)
+    meta = read_meta(run_dir)
+    source = {
+        "run": run_dir.name,
+        "checkpoint": str(checkpoint or latest_checkpoint(run_dir).name),
+        "git_revision": meta.get("git_revision", git_revision()),
+        "versions": package_versions(),
+        "exported_at": now_iso(),
+    }
+    bundle = export_bundle(actor, env.task, run_dir / "bundle", source)
+    load_bundle(bundle.path)  # what a robot will do first: refuse a bundle that does not validate
+    print(
+        f"exported {bundle.path}/policy.onnx + policy.yaml ({bundle.obs_dim} obs -> {bundle.action_dim} "
+        f"{bundle.action.mode} actions at {bundle.control_rate_hz:.0f} Hz)"
+    )
+    index_run(Path(cfg.runs_root), run_dir)
+    return bundle.path

@@ -1,0 +1,148 @@
+"""robot-rl train: one run per override set (a multirun sweeps them), with optional guidance."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from robot_rl.commands.common import index_run, run_config, seed_everything, start_run
+from robot_rl.config import ConfigError, expand_sweep, load_config
+from robot_rl.envs import make_env
+from robot_rl.training.checkpoint import latest_checkpoint, task_config_hash
+from robot_rl.training.run_dir import (
+    new_run_name,
+    now_iso,
+    update_meta,
+)
+
+
+def cmd_train(args: list[str]) -> list[Path]:
+    multirun = "-m" in args or "--multirun" in args
+    args = [a for a in args if a not in ("-m", "--multirun")]
+    sweeps = expand_sweep(args) if multirun else [args]
+    for overrides in sweeps:  # validate every combination before spending time on any
+        load_config(overrides)
+    return [train_one(load_config(o), o) for o in sweeps]
+
+
+def reward_name(cfg: DictConfig) -> str:
+    if cfg.get("guidance") is not None and cfg.guidance.name == "keypoint":
+        return "keypoint"
+    return str((cfg.task.get("params") or {}).get("reward", "dense"))
+
+
+def guidance_name(cfg: DictConfig) -> str:
+    g = cfg.get("guidance")
+    if g is None or g.name == "none":
+        return "none"
+    return f"{g.name}:{g.get('backend', g.get('planner'))}"
+
+
+def attach_guidance(cfg: DictConfig, env, run_dir: Path | None) -> None:
+    """Keypoint rewards (KAGI) replace the task's reward; guidance artifacts go to <run>/guidance/."""
+    g = cfg.get("guidance")
+    if g is None or g.name == "none":
+        return
+    out = run_dir / "guidance" if run_dir is not None else None
+    if g.name == "keypoint":
+        from robot_rl.guidance.kagi import attach_keypoint_reward, keypoint_config
+
+        try:
+            kcfg = keypoint_config(OmegaConf.to_container(g, resolve=True))
+            summary = attach_keypoint_reward(env, kcfg, float(cfg.algo.gamma), out)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        print(
+            f"keypoint guidance ({kcfg.backend}): {summary['layouts']} layouts, sources {summary['sources']}, "
+            f"{summary['requests']} model requests"
+        )
+    elif g.name == "plan":  # make_env wrapped the env in the plan controller
+        print(
+            f"planned exploration ({g.planner}): {len(env.plans)} layouts, sources {sorted(set(env.sources))}, "
+            f"{env.requests} model requests"
+        )
+        if out is not None:
+            env.save_guidance(out)
+    else:
+        raise ConfigError(f"unknown guidance '{g.name}' (none, keypoint, plan)")
+
+
+def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
+    """overrides: the command line's, so that resume= says what it applies and what it ignores."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from robot_rl.training.ppo_trainer import PPOTrainer
+    from robot_rl.training.resume import resume_config
+
+    t_setup = time.perf_counter()
+    resuming = bool(cfg.resume)
+    if resuming:
+        run_dir = Path(cfg.resume)
+        given, cfg = cfg, run_config(run_dir, [])
+        checkpoint = latest_checkpoint(run_dir)
+        # refuses an edited task config; train.iterations / save_every / progress apply, other overrides do not
+        for line in resume_config(cfg, given, list(overrides), checkpoint, run_dir / "config.yaml"):
+            print(line)
+    else:
+        name = cfg.run_name or new_run_name(cfg.task.name, cfg.algo.name, int(cfg.seed), Path(cfg.runs_root))
+        run_dir = Path(cfg.runs_root) / name
+        if run_dir.exists():
+            raise ConfigError(f"run directory {run_dir} exists; pick another run_name or resume={run_dir}")
+        checkpoint = None
+        if cfg.get("init_from"):  # fine-tune: start from another run's checkpoint (a file, or a run's latest)
+            checkpoint = Path(cfg.init_from)
+            checkpoint = latest_checkpoint(checkpoint) if checkpoint.is_dir() else checkpoint
+            if not checkpoint.is_file():
+                raise ConfigError(f"init_from: no checkpoint at {checkpoint}")
+        start_run(
+            run_dir,
+            cfg,
+            reward=reward_name(cfg),
+            guidance=guidance_name(cfg),
+            **({"init_from": str(checkpoint)} if checkpoint else {}),
+        )
+    seed_everything(int(cfg.seed))
+    env = make_env(cfg)
+    attach_guidance(cfg, env, run_dir)
+    env.stagger_episodes()
+    writer = SummaryWriter(log_dir=str(run_dir / "tb"), flush_secs=5)
+    trainer = PPOTrainer(
+        env,
+        OmegaConf.to_container(cfg.algo, resolve=True),
+        run_dir=run_dir,
+        writer=writer,
+        config_hash=task_config_hash(cfg.task),
+    )
+    if checkpoint is not None:
+        trainer.load(checkpoint, fine_tune=not resuming)
+        how = "resuming" if resuming else "initialised"
+        print(f"{how} {run_dir} from {checkpoint} (iteration {trainer.iteration})")
+    setup_s = time.perf_counter() - t_setup
+    worlds = env.num_worlds  # a per-drone env has more environments than worlds
+    print(f"run: {run_dir}  ({worlds} worlds, {int(cfg.train.iterations)} iterations)")
+    try:
+        result = trainer.learn(
+            int(cfg.train.iterations), save_every=int(cfg.train.save_every), progress=bool(cfg.train.progress)
+        )
+    except BaseException:
+        update_meta(run_dir, status="failed", finished_at=now_iso())
+        raise
+    finally:
+        writer.close()
+        env.save_guidance(run_dir / "guidance")  # plan, option choices, verification statistics (planned exploration)
+    update_meta(
+        run_dir,
+        status="finished",
+        finished_at=now_iso(),
+        train_wall_time_s=round(result["train_time_s"], 2),
+        total_steps=result["total_steps"],
+        iterations=result["iterations"],
+    )
+    print(
+        f"training wall time: {result['train_time_s']:.1f} s for {result['total_steps']:,} env steps "
+        f"(set-up {setup_s:.1f} s, not counted)"
+    )
+    index_run(Path(cfg.runs_root), run_dir)
+    return run_dir
