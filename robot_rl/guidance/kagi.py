@@ -133,7 +133,7 @@ def build_guides(
             else:
                 reply = ask_vlm(client, proposal, ident["instruction"], task.layout_seed, layout, truth)
                 answer, source, errors = reply.value, reply.source, reply.errors
-            guide = guide_from_answer(answer, proposal, source)
+            guide = guide_from_answer(answer, proposal, source, table_z=env.task.scene_view().table_z)
             guides.append(guide)
             if out is not None:
                 proposal.save(out / f"layout_{layout:03d}.png")
@@ -173,10 +173,8 @@ def build_guides(
 
 def _other_bodies(task, ident: dict) -> list[str]:
     """Every object and destination of the task in a fixed order, the named object excluded."""
-    from sim.tasks.arm import OBJECTS, body_name
-
-    dest = task._destinations()
-    names = [body_name(*o) for o in OBJECTS] + [body_name(*d) for d in dest]
+    view = task.scene_view()
+    names = [*view.objects, *view.destinations]
     return [b for b in names if b != ident["object"]]
 
 

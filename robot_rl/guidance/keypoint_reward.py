@@ -47,7 +47,7 @@ def quat_to_rotmat(q: torch.Tensor) -> torch.Tensor:
 def body_point(task, body: torch.Tensor, local: torch.Tensor) -> torch.Tensor:
     """World position (n, 3) of a body-attached point per world of an arm task: objects are free bodies
     (pose from qpos), destinations static (per-world body_pos, no rotation)."""
-    objs = task._objects()  # (n, n_objects, 7): position, quaternion wxyz
+    objs = task.scene_view().object_poses  # (n, n_objects, 7): position, quaternion wxyz
     match = body.unsqueeze(1) == task.object_body.unsqueeze(0)  # (n, n_objects)
     is_obj = match.any(dim=1)
     pose = objs[torch.arange(task.n), match.double().argmax(dim=1)]

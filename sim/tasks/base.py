@@ -41,13 +41,19 @@ class TeamSpec:
     per_robot_obs_dim: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # eq=False: comparing tensors has no single truth value
 class SceneView:
-    """Where a task's objects are and where they should go, in the world frame (metres)."""
+    """Where a task's objects are (at the time of the call) and where they may go, in the world frame (metres).
 
-    object_positions: torch.Tensor  # (n, objects, 3)
-    destinations: tuple[tuple[str, str], ...]  # (name, MuJoCo body) of every place an object may go
+    Objects and destinations are named by their MuJoCo bodies ("red_cube", "blue_bowl"), the names an
+    instruction's identities use; a reach task's destinations are its marker colours ("pink_marker"),
+    one target site recoloured per episode."""
+
+    object_poses: torch.Tensor  # (n, objects, 7): position, then orientation as a quaternion wxyz
+    objects: tuple[str, ...]  # the body of each object, in object_poses' order
+    destinations: tuple[str, ...]  # the body of every place an object may go
     table_z: float  # height of the surface objects rest on
+    object_half_height: float  # an object's centre rests this far above table_z
 
 
 class Task:

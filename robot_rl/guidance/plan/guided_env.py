@@ -40,8 +40,6 @@ from robot_rl.guidance.plan.verification import PlanVerifier
 from robot_rl.guidance.plan.wrong_plans import inject_wrong_options
 from sim.env import GuidanceHooks
 
-TABLE_Z = 0.0  # table surface (sim/tasks/arm)
-
 
 class PlanGuidedEnv(GuidanceHooks):
     """A BatchedEnv whose actions are residuals on top of a plan-following controller."""
@@ -65,7 +63,8 @@ class PlanGuidedEnv(GuidanceHooks):
         n = task.n
         self.timeout = max(1, int(round(cfg.subgoal_timeout_s / task.control_dt)))
         self.scale_xyz = task.act_scale[:3]
-        self.table_z = TABLE_Z
+        view = task.scene_view()
+        self.surface = (view.table_z, view.object_half_height)
         self.tables = PlanTables(task.layouts)
         self.plans: list[Plan] = []
         self.sources: list[str] = []
@@ -203,7 +202,7 @@ class PlanGuidedEnv(GuidanceHooks):
         """TCP target (n, 3) and gripper command (n,) of each world's current subgoal and option; sets descend."""
         target, grip, self.descend = subgoal_target(self.task, self.tables, self.sub, self.opt,
                                                     self.pose_error + self.correction, self.closed_steps,
-                                                    self.table_z)  # fmt: skip
+                                                    self.surface)  # fmt: skip
         return target, grip
 
     def refresh_target(self) -> None:
@@ -287,7 +286,7 @@ class PlanGuidedEnv(GuidanceHooks):
         self.closed_steps = torch.where(self.grip < 0, self.closed_steps + 1, 0)
         self.t_sub += 1
         ach = subgoal_achieved(self.task, self.tables, self.sub, self.opt, self.target, self.closed_steps,
-                               self.table_z) & live  # fmt: skip
+                               self.surface) & live  # fmt: skip
         late = (self.t_sub >= self.timeout) & live & (self.sub < self.tables.n_sub[self.task.layout_id]) & ~ach
         ended = dones & (self.sub < self.tables.n_sub[lay_before])  # episode ended mid-subgoal: a failure
         for i in ach.nonzero().flatten().tolist():

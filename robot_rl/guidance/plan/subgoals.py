@@ -18,7 +18,6 @@ from robot_rl.guidance.keypoint_reward import body_point
 from robot_rl.guidance.plan.scene import Scene
 from robot_rl.guidance.plan.schema import MAX_OPTIONS, MAX_SUBGOALS, POINTS, SKILLS, Plan
 
-HALF = 0.025  # object half height (sim/tasks/arm)
 # Planar point offsets as coefficients of (d, d rotated +90 deg), d = unit direction body -> destination.
 POINT_COEF = {"center": (0, 0), "top": (0, 0), "behind": (-1, 0), "front": (1, 0), "left": (0, 1), "right": (0, -1)}
 CLEARANCE = 0.045  # m from an object's centre for side points: half size + finger clearance
@@ -74,11 +73,13 @@ def subgoal_target(
     opt: torch.Tensor,
     estimate_error: torch.Tensor,
     closed_steps: torch.Tensor,
-    table_z: float,
+    surface: tuple[float, float],
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """TCP target (n, 3), gripper command (n,) and whether the target is to be reached from above (n,) of
     each world's current subgoal `sub` and option `opt`. estimate_error (n, 3): how far off the controller's
-    estimate of the moved object is; closed_steps (n,): steps the gripper has been commanded closed."""
+    estimate of the moved object is; closed_steps (n,): steps the gripper has been commanded closed;
+    surface: the table's height and an object's half height (the task's scene view)."""
+    table_z, half = surface
     t = task
     lay = t.layout_id
     s = sub.clamp(max=MAX_SUBGOALS - 1)
@@ -96,7 +97,7 @@ def subgoal_target(
     d_perp = torch.stack([-d[:, 1], d[:, 0]], dim=1)
     coef = POINT_COEF_T[point]
     planar = CLEARANCE * (coef[:, :1] * d + coef[:, 1:] * d_perp)
-    at = centre + torch.cat([planar, (point == POINTS.index("top")).double().unsqueeze(1) * HALF], dim=1)
+    at = centre + torch.cat([planar, (point == POINTS.index("top")).double().unsqueeze(1) * half], dim=1)
     at[:, 2] += height
     grip = torch.ones(t.n, dtype=torch.float64)  # open
     target = at.clone()
@@ -105,9 +106,9 @@ def subgoal_target(
     grip = torch.where(holding & ((skill != K["grasp"]) | near | (closed_steps > 0)), -1.0, grip)
     # lift: straight up over the held object; transport/place: the object over the destination
     lift = moved.clone()
-    lift[:, 2] = table_z + HALF + height
+    lift[:, 2] = table_z + half + height
     target = torch.where((skill == K["lift"]).unsqueeze(1), lift, target)
-    over = torch.cat([centre[:, :2], (table_z + HALF + height).unsqueeze(1)], dim=1)
+    over = torch.cat([centre[:, :2], (table_z + half + height).unsqueeze(1)], dim=1)
     carry = (skill == K["transport"]) | (skill == K["place"])
     target = torch.where(carry.unsqueeze(1), over, target)
     # push: stay on the line from the pad through the object; push into the object when lined up
@@ -152,9 +153,10 @@ def subgoal_achieved(
     opt: torch.Tensor,
     target: torch.Tensor,
     closed_steps: torch.Tensor,
-    table_z: float,
+    surface: tuple[float, float],
 ) -> torch.Tensor:
     """Whether each world's current subgoal holds now (n,); target: the TCP target it was given."""
+    table_z, half = surface
     t = task
     lay = t.layout_id
     s = sub.clamp(max=MAX_SUBGOALS - 1)
@@ -168,9 +170,9 @@ def subgoal_achieved(
     checks = {
         K["reach"]: (t.tcp_pos - target).norm(dim=1) < 0.02,
         K["grasp"]: holding & (closed_steps >= 5),
-        K["lift"]: holding & (obj[:, 2] > table_z + HALF + 0.8 * height),
+        K["lift"]: holding & (obj[:, 2] > table_z + half + 0.8 * height),
         K["transport"]: holding & (xy_err < 0.03),
-        K["place"]: (xy_err < 0.04) & (obj[:, 2] < table_z + HALF + height + 0.02),
+        K["place"]: (xy_err < 0.04) & (obj[:, 2] < table_z + half + height + 0.02),
         K["release"]: t.width > 0.07,
         K["push"]: xy_err < 0.015,
     }
