@@ -17,8 +17,15 @@ from sim.tasks import make_task
 class SingleWorldEnv(gym.Env):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
 
-    def __init__(self, task: str = "crazyflie_hover", randomization: str = "train", render_mode: str | None = None,
-                 seed: int = 0, episode_length_s: float = 8.0, **task_params):  # fmt: skip
+    def __init__(
+        self,
+        task: str = "crazyflie_hover",
+        randomization: str = "train",
+        render_mode: str | None = None,
+        seed: int = 0,
+        episode_length_s: float = 8.0,
+        **task_params,
+    ):
         self._task_name, self._randomization, self._task_params = task, randomization, task_params
         self._episode_length_s = float(episode_length_s)
         self.render_mode = render_mode
@@ -29,8 +36,14 @@ class SingleWorldEnv(gym.Env):
         self.action_space = gym.spaces.Box(-1.0, 1.0, (self._env.num_actions,), np.float32)
 
     def _make(self, seed: int) -> BatchedEnv:
-        cfg = EnvConfig(num_worlds=1, seed=seed, nthread=1, randomization=self._randomization,
-                        episode_length_s=self._episode_length_s, final_observation=True)  # fmt: skip
+        cfg = EnvConfig(
+            num_worlds=1,
+            seed=seed,
+            nthread=1,
+            randomization=self._randomization,
+            episode_length_s=self._episode_length_s,
+            final_observation=True,
+        )
         return BatchedEnv(make_task(self._task_name, **self._task_params), cfg)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -74,8 +87,9 @@ def register_envs() -> None:
         ("robot_rl/CrazyflieGoto-v0", "crazyflie_goto"),
     ):
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point="robot_rl.gym_envs:SingleWorldEnv", kwargs={"task": task},
-                         max_episode_steps=None)  # fmt: skip
+            gym.register(
+                id=env_id, entry_point="robot_rl.gym_envs:SingleWorldEnv", kwargs={"task": task}, max_episode_steps=None
+            )
 
 
 register_envs()

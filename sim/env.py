@@ -130,8 +130,12 @@ class BatchedEnv(GuidanceHooks):
         diverged = self.backend.take_mujoco_resets()
         if diverged is not None:  # its state restarted mid-step: the episode is over, counted as a termination
             self.mujoco_resets += int(diverged.sum())
-            log.warning("MuJoCo reset %d diverged world(s) %s mid-step (%d in all): their episodes end here",
-                        int(diverged.sum()), diverged.nonzero().flatten()[:8].tolist(), self.mujoco_resets)  # fmt: skip
+            log.warning(
+                "MuJoCo reset %d diverged world(s) %s mid-step (%d in all): their episodes end here",
+                int(diverged.sum()),
+                diverged.nonzero().flatten()[:8].tolist(),
+                self.mujoco_resets,
+            )
             terminated = terminated | diverged
         time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
         dones = terminated | time_outs

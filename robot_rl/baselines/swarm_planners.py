@@ -103,16 +103,16 @@ class CbfPlanner(GotoPlanner):
 PLANNERS = {"goto": GotoPlanner, "apf": PotentialFieldPlanner, "cbf": CbfPlanner}
 
 
-def make_task_env(num_worlds: int, seed: int, nthread: int = 1, randomization: str = "none", obs_noise: bool = False,
-                  **task_kw) -> CrazyflieSwarm:  # fmt: skip
+def make_task_env(
+    num_worlds: int, seed: int, nthread: int = 1, randomization: str = "none", obs_noise: bool = False, **task_kw
+) -> CrazyflieSwarm:
     """A swarm task attached to a mujoco backend without the RL env wrapper (planners need no resets mid-run).
 
     randomization "train" draws each drone's mass and motor constant as in training; obs_noise adds the
     training observation noise to task.observations() (what a policy sees; the planners read true state).
     """
     task = CrazyflieSwarm(**task_kw)
-    cfg = EnvConfig(num_worlds=num_worlds, seed=seed, nthread=nthread, randomization=randomization,
-                    obs_noise=obs_noise)  # fmt: skip
+    cfg = EnvConfig(num_worlds=num_worlds, seed=seed, nthread=nthread, randomization=randomization, obs_noise=obs_noise)
     backend = make_backend("mujoco", load_model(task.model_path), num_worlds, nthread=nthread)
     task.attach(backend, cfg, torch.Generator().manual_seed(seed))
     ids = torch.arange(num_worlds)
@@ -134,16 +134,26 @@ def policy_controller(policy):
     return act
 
 
-def evaluate(controller, num_scenes: int, episode_s: float = 20.0, seed: int = 0, scene_set: str = "test",
-             scene_offset: int = 0, nthread: int = 1, randomization: str = "none", obs_noise: bool = False,
-             **task_kw) -> dict[str, float]:  # fmt: skip
+def evaluate(
+    controller,
+    num_scenes: int,
+    episode_s: float = 20.0,
+    seed: int = 0,
+    scene_set: str = "test",
+    scene_offset: int = 0,
+    nthread: int = 1,
+    randomization: str = "none",
+    obs_noise: bool = False,
+    **task_kw,
+) -> dict[str, float]:
     """Fly `controller(task) -> motor commands (W, N, 4)` on num_scenes scenes at once, one episode each.
 
     Returns metrics averaged over all drones of all scenes (time to goal over successful drones), and under
     "per_scene" the number of drones per scene that succeeded and that collided.
     """
-    task = make_task_env(num_scenes, seed, nthread, randomization, obs_noise, scene_set=scene_set,
-                         scene_offset=scene_offset, **task_kw)  # fmt: skip
+    task = make_task_env(
+        num_scenes, seed, nthread, randomization, obs_noise, scene_set=scene_set, scene_offset=scene_offset, **task_kw
+    )
     steps = int(round(episode_s / task.control_dt))
     t0 = time.perf_counter()
     for _ in range(steps):
@@ -165,8 +175,15 @@ def evaluate(controller, num_scenes: int, episode_s: float = 20.0, seed: int = 0
     return result
 
 
-METRIC_COLUMNS = ["success", "collision", "obstacle_collision", "neighbour_collision", "time_to_goal_s",
-                  "mean_speed", "deadlock"]  # fmt: skip
+METRIC_COLUMNS = [
+    "success",
+    "collision",
+    "obstacle_collision",
+    "neighbour_collision",
+    "time_to_goal_s",
+    "mean_speed",
+    "deadlock",
+]
 
 
 def format_table(rows: dict[str, dict[str, float]]) -> str:
@@ -216,13 +233,18 @@ def tune(scenes: int, episode_s: float, seed: int, out: Path, command: str, **ta
         rows = []
         for values in itertools.product(*grid.values()):
             params = dict(zip(grid, values, strict=True))
-            r = evaluate(make_planner(name, params), scenes, episode_s, seed, scene_set="train",
-                         randomization="train", **task_kw)  # fmt: skip
+            r = evaluate(
+                make_planner(name, params), scenes, episode_s, seed, scene_set="train", randomization="train", **task_kw
+            )
             rows.append({"params": params, **{k: round(r[k], 4) for k in ("success", "collision", "deadlock")}})
             print(f"{name} {params}: success {r['success']:.3f} collision {r['collision']:.3f}", flush=True)
         best = max(rows, key=lambda row: (row["success"], -row["collision"]))
-        result[name] = {"params": dict(best["params"]), "success": best["success"],  # a copy: no YAML alias
-                        "collision": best["collision"], "sweep": rows}  # fmt: skip
+        result[name] = {
+            "params": dict(best["params"]),
+            "success": best["success"],  # a copy: no YAML alias
+            "collision": best["collision"],
+            "sweep": rows,
+        }
     minutes = (time.perf_counter() - t0) / 60
     n = sum(len(list(itertools.product(*g.values()))) for g in SWEEP.values())
     header = (
@@ -233,8 +255,15 @@ def tune(scenes: int, episode_s: float, seed: int, out: Path, command: str, **ta
         f"{task_kw.get('num_drones', 6)} drones x {episode_s:g} s, DR on; {minutes:.1f} min of CPU here.\n"
         "# Read by robot_rl.baselines.swarm_planners.tuned_planners() (scripts/swarm_comparison.py).\n"
     )
-    body = {"task": "crazyflie_swarm", "scene_set": "train", "scenes": scenes, "episode_s": episode_s, "seed": seed,
-            "selected_by": "success", **result}  # fmt: skip
+    body = {
+        "task": "crazyflie_swarm",
+        "scene_set": "train",
+        "scenes": scenes,
+        "episode_s": episode_s,
+        "seed": seed,
+        "selected_by": "success",
+        **result,
+    }
     Path(out).write_text(header + yaml.safe_dump(body, sort_keys=False))
     return body
 

@@ -38,7 +38,7 @@ def _body_frame_difference(a: np.ndarray, b: np.ndarray, q_xyzw: np.ndarray) -> 
 
 
 # Padding for neighbour slots no broadcast fills (fewer drones than k + 1): far away and still, as in training
-# (sim.tasks.crazyflie_swarm.FAR).
+# (sim.tasks.crazyflie.swarm_config.FAR).
 FAR_NEIGHBOUR_M = 5.0
 
 

@@ -246,7 +246,7 @@ def export_c(policy: nn.Module, out_dir: Path, name: str = "robot_rl_policy") ->
 extern "C" {{
 #endif
 
-/* One drone's raw observation (layout as sim.tasks.crazyflie_swarm: self {SELF_DIM}, neighbours, ToF zones)
+/* One drone's raw observation (layout as sim.tasks.crazyflie.swarm: self {SELF_DIM}, neighbours, ToF zones)
  * -> 4 raw policy outputs. Normalization is applied inside. Outputs are NOT clamped: the simulator maps
  * them to motor commands as clamp(0.5 + 0.5 * out, 0, 1). Reentrant: all state is on the stack. */
 void {name}(const float obs[{macro}_OBS_DIM], float out[{macro}_ACT_DIM]);

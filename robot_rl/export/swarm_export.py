@@ -27,7 +27,7 @@ C_NAME = "robot_rl_policy"
 
 
 def swarm_obs_terms(k_neighbours: int, num_beams: int) -> list[ObsTerm]:
-    """One drone's observation in sim.tasks.crazyflie_swarm's order, from raw state a drone has.
+    """One drone's observation in sim.tasks.crazyflie.swarm's order, from raw state a drone has.
 
     Raw keys: position, velocity (world, m, m/s), quaternion (ROS xyzw, body to world), angular_velocity (body,
     rad/s), setpoint_position, setpoint_velocity (the planner's, world), neighbour_states ((M, 6): each received

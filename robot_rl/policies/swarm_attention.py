@@ -7,7 +7,7 @@ bias, then LayerNorm with a residual); concat [self, attended x 2] = 48 -> 16 (t
 32 ToF zones it has 2,948 parameters, LEARN's count. SwarmMlpPolicy is the baseline of similar size.
 
 Both share weights across drones: the env's observation (..., N * D) is reshaped to (..., N, D), and
-actions come back as (..., N * 4), drone-major, matching sim.tasks.crazyflie_swarm.
+actions come back as (..., N * 4), drone-major, matching sim.tasks.crazyflie.swarm.
 Observation normalization (mean/std buffers, not parameters) is part of the module, as on board.
 """
 

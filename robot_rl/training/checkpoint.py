@@ -77,8 +77,13 @@ def _layout_key(layout: list) -> list:
 def numpy_rng_to_plain(state: tuple) -> dict:
     """np.random.get_state() as tensors and scalars (weights_only=True reads no numpy arrays)."""
     name, key, pos, has_gauss, cached = state
-    return {"bit_generator": str(name), "key": torch.from_numpy(np.asarray(key, dtype=np.int64)),
-            "pos": int(pos), "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}  # fmt: skip
+    return {
+        "bit_generator": str(name),
+        "key": torch.from_numpy(np.asarray(key, dtype=np.int64)),
+        "pos": int(pos),
+        "has_gauss": int(has_gauss),
+        "cached_gaussian": float(cached),
+    }
 
 
 def numpy_rng_from_plain(d: dict) -> tuple:
@@ -119,8 +124,9 @@ def read_data(path: Path) -> object:
     except pickle.UnpicklingError as e:
         name = re.search(r"GLOBAL (\S+)", str(e))  # the class or function the pickle would have called
         if name is None:
-            raise CheckpointError(f"checkpoint {path} cannot be read (UnpicklingError): it is corrupt or not ours; "
-                                  "nothing in it was run") from None  # fmt: skip
+            raise CheckpointError(
+                f"checkpoint {path} cannot be read (UnpicklingError): it is corrupt or not ours; nothing in it was run"
+            ) from None
         raise CheckpointError(
             f"checkpoint {path} holds more than tensors and plain data (it names {name.group(1)}): refused, nothing "
             f"in it was run; an older robot_rl checkpoint you trust converts with: {CONVERT_HINT} {path} NEW.pt"
@@ -173,11 +179,15 @@ def check_same_config(ckpt: dict, path: Path, task_cfg, config_path: Path) -> No
     record = record_of(ckpt, path)
     got, config_hash, name = record.config_hash, task_config_hash(task_cfg), str(task_cfg["name"])
     if record.task != name:
-        raise CheckpointError(f"{config_path} names task '{name}', its checkpoint {path.name} is of task "
-                              f"'{record.task}': resume refused (config.yaml was edited)")  # fmt: skip
+        raise CheckpointError(
+            f"{config_path} names task '{name}', its checkpoint {path.name} is of task "
+            f"'{record.task}': resume refused (config.yaml was edited)"
+        )
     if got is None:
-        raise CheckpointError(f"checkpoint {path} records no task config hash, so resume cannot tell whether "
-                              f"{config_path} was edited: refused (init_from= starts a new run from it)")  # fmt: skip
+        raise CheckpointError(
+            f"checkpoint {path} records no task config hash, so resume cannot tell whether "
+            f"{config_path} was edited: refused (init_from= starts a new run from it)"
+        )
     if got != config_hash:
         raise CheckpointError(
             f"{config_path}: the task section was edited after {path.name} was written (task config hash "

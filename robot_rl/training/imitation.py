@@ -181,8 +181,14 @@ def collect_round(env, actor, cfg: DaggerConfig, beta: float, gen: torch.Generat
     return {"obs": torch.cat(obs_rows), "labels": torch.cat(label_rows), "success": success, "crash": crash}
 
 
-def fit(actor, buffer: Buffer, optimizer: torch.optim.Optimizer, cfg: DaggerConfig, gen: torch.Generator,
-        rows_per_world_step: int = 1) -> float:  # fmt: skip
+def fit(
+    actor,
+    buffer: Buffer,
+    optimizer: torch.optim.Optimizer,
+    cfg: DaggerConfig,
+    gen: torch.Generator,
+    rows_per_world_step: int = 1,
+) -> float:
     """cfg.updates_per_round Adam steps of MSE on the buffer; returns the mean loss of the last 50 steps."""
     params = [p for p in actor.mlp.parameters() if p.requires_grad]
     losses = []
@@ -221,8 +227,9 @@ def run_dagger(env, actor, cfg: DaggerConfig, seed: int = 0, progress: bool = Tr
     optimizer = torch.optim.Adam(params, lr=cfg.learning_rate)
     actor.train()  # the normalizer only updates in training mode
     history = []
-    bar = tqdm(total=cfg.rounds * cfg.steps_per_round, desc="imitate", unit="step", disable=not progress,
-               dynamic_ncols=True)  # fmt: skip
+    bar = tqdm(
+        total=cfg.rounds * cfg.steps_per_round, desc="imitate", unit="step", disable=not progress, dynamic_ncols=True
+    )
     for r in range(cfg.rounds):
         beta = beta_schedule(r, cfg.rounds, cfg.beta0, cfg.beta_decay)
         t0 = time.perf_counter()
@@ -233,10 +240,18 @@ def run_dagger(env, actor, cfg: DaggerConfig, seed: int = 0, progress: bool = Tr
         with torch.no_grad():
             fresh = imitation_loss(actor, data["obs"], data["labels"]).item()
         train_loss = fit(actor, buffer, optimizer, cfg, gen, rows)
-        rec = {"round": r, "beta": round(beta, 4), "fresh_loss": fresh, "train_loss": train_loss,
-               "buffer": buffer.size, "episodes": len(data["success"]), "success": _rate(data["success"]),
-               "crash": _rate(data["crash"]), "collect_s": round(collect_s, 1),
-               "fit_s": round(time.perf_counter() - t0 - collect_s, 1)}  # fmt: skip
+        rec = {
+            "round": r,
+            "beta": round(beta, 4),
+            "fresh_loss": fresh,
+            "train_loss": train_loss,
+            "buffer": buffer.size,
+            "episodes": len(data["success"]),
+            "success": _rate(data["success"]),
+            "crash": _rate(data["crash"]),
+            "collect_s": round(collect_s, 1),
+            "fit_s": round(time.perf_counter() - t0 - collect_s, 1),
+        }
         history.append(rec)
         bar.set_postfix(beta=f"{beta:.2f}", loss=f"{fresh:.4f}->{train_loss:.4f}", episodes=rec["episodes"])
     bar.close()

@@ -45,8 +45,22 @@ MARKER, MODE, SUBSTEP, SUBSTEPS, LATENCY = 0, 1, 2, 3, 4
 GAINS, GAIN_SCALE, KF_SCALE, ATT_INT, RATE_INT, RATE_PREV_ERR, CMD_HIST = 5, 15, 18, 19, 21, 24, 27
 NUSERDATA = 43
 HISTORY = 4
-LAYOUT = (MARKER, MODE, SUBSTEP, SUBSTEPS, LATENCY, GAINS, GAIN_SCALE, KF_SCALE, ATT_INT, RATE_INT, RATE_PREV_ERR,
-          CMD_HIST, NUSERDATA, HISTORY)  # fmt: skip
+LAYOUT = (
+    MARKER,
+    MODE,
+    SUBSTEP,
+    SUBSTEPS,
+    LATENCY,
+    GAINS,
+    GAIN_SCALE,
+    KF_SCALE,
+    ATT_INT,
+    RATE_INT,
+    RATE_PREV_ERR,
+    CMD_HIST,
+    NUSERDATA,
+    HISTORY,
+)
 MAGIC = 4242.0625
 PARAMS_END = ATT_INT  # columns before it are parameters, written by Python; after it, state
 MODES = {"rpyt": 0.0, "ctbr": 1.0, "motors": 2.0}
@@ -180,8 +194,9 @@ class NativeFirmware:
     state tensors and cmd_hist are views of userdata: the callback updates them in place.
     """
 
-    def __init__(self, backend, lib: ctypes.CDLL, mode: str, substeps: int, latency: torch.Tensor,
-                 gains: PidGains | None = None):  # fmt: skip
+    def __init__(
+        self, backend, lib: ctypes.CDLL, mode: str, substeps: int, latency: torch.Tensor, gains: PidGains | None = None
+    ):
         if backend.model.nuserdata < NUSERDATA:
             raise ValueError(f"the model needs nuserdata >= {NUSERDATA} (model_with_userdata)")
         n = backend.num_worlds
@@ -207,8 +222,14 @@ class NativeFirmware:
         """Write the parameters of worlds ids (a slice, or indices) into their userdata, in one strided copy."""
         if isinstance(ids, torch.Tensor):
             ids = ids.cpu().numpy()
-        self._ud[ids, :PARAMS_END] = constants(self.mode, self.substeps, self.gains, self.gain_scale[ids].numpy(),
-                                               self.kf_scale[ids].numpy(), self.latency[ids].numpy())  # fmt: skip
+        self._ud[ids, :PARAMS_END] = constants(
+            self.mode,
+            self.substeps,
+            self.gains,
+            self.gain_scale[ids].numpy(),
+            self.kf_scale[ids].numpy(),
+            self.latency[ids].numpy(),
+        )
 
     def reset(self, ids: torch.Tensor) -> None:
         """Zero the state of these worlds and write their parameters (after a batch reset, which zeroes them)."""

@@ -38,8 +38,14 @@ class MinJerkGoto:
         dist = (goal - start).norm(dim=-1)
         return MinJerkGoto(start.clone(), goal.clone(), (dist / mean_speed).clamp(min=min_duration))
 
-    def replan(self, ids: torch.Tensor, start: torch.Tensor, goal: torch.Tensor, mean_speed: torch.Tensor,
-               min_duration: float = 1.0) -> None:  # fmt: skip
+    def replan(
+        self,
+        ids: torch.Tensor,
+        start: torch.Tensor,
+        goal: torch.Tensor,
+        mean_speed: torch.Tensor,
+        min_duration: float = 1.0,
+    ) -> None:
         self.start[ids], self.goal[ids] = start, goal
         self.duration[ids] = ((goal - start).norm(dim=-1) / mean_speed).clamp(min=min_duration)
 
@@ -74,15 +80,22 @@ def _mixer_inverse(dtype) -> torch.Tensor:
     return torch.linalg.inv(mix)  # [thrust, tau_x, tau_y, tau_z] -> motor newtons
 
 
-def accel_to_motors(acc: torch.Tensor, rot: torch.Tensor, omega: torch.Tensor, mass: float | torch.Tensor,
-                    g: TrackingGains, kf_scale: torch.Tensor | float = 1.0) -> torch.Tensor:  # fmt: skip
+def accel_to_motors(
+    acc: torch.Tensor,
+    rot: torch.Tensor,
+    omega: torch.Tensor,
+    mass: float | torch.Tensor,
+    g: TrackingGains,
+    kf_scale: torch.Tensor | float = 1.0,
+) -> torch.Tensor:
     """Desired world acceleration (W, N, 3), attitude (W, N, 3, 3), body rates (W, N, 3) -> motor commands in [0, 1].
 
     Yaw is held at zero. kf_scale: the motors' thrust multiplier if known (1: nominal).
     """
     acc = acc.clamp(-g.max_acc, g.max_acc)
-    force = torch.as_tensor(mass, dtype=acc.dtype).unsqueeze(-1) * (acc + torch.tensor([0.0, 0.0, GRAVITY],
-                                                                                        dtype=acc.dtype))  # fmt: skip
+    force = torch.as_tensor(mass, dtype=acc.dtype).unsqueeze(-1) * (
+        acc + torch.tensor([0.0, 0.0, GRAVITY], dtype=acc.dtype)
+    )
     b3 = force / force.norm(dim=-1, keepdim=True).clamp(min=1e-6)
     b1c = torch.zeros_like(b3)
     b1c[..., 0] = 1.0
@@ -111,8 +124,9 @@ class CbfParams:
     iterations: int = 40
 
 
-def cbf_filter(u_nom: torch.Tensor, dist: torch.Tensor, normal: torch.Tensor, rel_vel: torch.Tensor,
-               p: CbfParams, max_acc: float) -> torch.Tensor:  # fmt: skip
+def cbf_filter(
+    u_nom: torch.Tensor, dist: torch.Tensor, normal: torch.Tensor, rel_vel: torch.Tensor, p: CbfParams, max_acc: float
+) -> torch.Tensor:
     """Filter horizontal accelerations u_nom (W, N, 2) against barrier constraints.
 
     dist (W, N, K): barrier distances h (already minus the safety distance); normal (W, N, K, 2): unit

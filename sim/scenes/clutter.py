@@ -97,13 +97,29 @@ def build_mjcf(cfg: ClutterConfig) -> str:
     ET.SubElement(world, "camera", name="overview", pos=f"0 {-ly - 2} {h + 4}", xyaxes="1 0 0 0 0.8 0.6")
     for i in range(cfg.max_columns):
         b = ET.SubElement(world, "body", name=f"column{i}", mocap="true", pos=f"0 0 {PARK_Z}")
-        ET.SubElement(b, "geom", type="cylinder", size=f"{cfg.column_diameter / 2} {h / 2}",
-                      contype="2", conaffinity="0", mass="0", material="obstacle")  # fmt: skip
+        ET.SubElement(
+            b,
+            "geom",
+            type="cylinder",
+            size=f"{cfg.column_diameter / 2} {h / 2}",
+            contype="2",
+            conaffinity="0",
+            mass="0",
+            material="obstacle",
+        )
     for i in range(cfg.max_wall_segments):
         b = ET.SubElement(world, "body", name=f"wallseg{i}", mocap="true", pos=f"0 0 {PARK_Z}")
         # half length cell_min / 2; sample_layouts tiles longer walls with overlapping segments
-        ET.SubElement(b, "geom", type="box", size=f"{cfg.cell_min / 2} {cfg.wall_thickness / 2} {h / 2}",
-                      contype="2", conaffinity="0", mass="0", material="obstacle")  # fmt: skip
+        ET.SubElement(
+            b,
+            "geom",
+            type="box",
+            size=f"{cfg.cell_min / 2} {cfg.wall_thickness / 2} {h / 2}",
+            contype="2",
+            conaffinity="0",
+            mass="0",
+            material="obstacle",
+        )
     template = src.find("worldbody/body")
     actuators = ET.SubElement(root, "actuator")
     for k, name in enumerate(drone_names(cfg.num_drones)):
@@ -209,8 +225,14 @@ def gap_wall(cfg: ClutterConfig, gap_x: np.ndarray, gap: float = 0.2, y: float =
     return Layout(torch.zeros(num, cfg.max_columns, 3, dtype=torch.float64), torch.from_numpy(walls))
 
 
-def write_layout(layout: Layout, ids: torch.Tensor, mocap_pos: torch.Tensor, mocap_quat: torch.Tensor,
-                 cfg: ClutterConfig, body_to_mocap: torch.Tensor) -> None:  # fmt: skip
+def write_layout(
+    layout: Layout,
+    ids: torch.Tensor,
+    mocap_pos: torch.Tensor,
+    mocap_quat: torch.Tensor,
+    cfg: ClutterConfig,
+    body_to_mocap: torch.Tensor,
+) -> None:
     """Place obstacle mocap bodies of worlds `ids` (valid slots at mid-height, the rest parked)."""
     nc = cfg.max_columns
     col_m = body_to_mocap[:nc]
@@ -218,13 +240,16 @@ def write_layout(layout: Layout, ids: torch.Tensor, mocap_pos: torch.Tensor, moc
     z = cfg.height / 2
     cv = layout.columns[:, :, 2] > 0
     mocap_pos[ids.unsqueeze(1), col_m] = torch.stack(
-        [layout.columns[:, :, 0], layout.columns[:, :, 1], torch.where(cv, z, PARK_Z)], dim=-1)  # fmt: skip
+        [layout.columns[:, :, 0], layout.columns[:, :, 1], torch.where(cv, z, PARK_Z)], dim=-1
+    )
     wv = layout.walls[:, :, 4] > 0
     mocap_pos[ids.unsqueeze(1), wall_m] = torch.stack(
-        [layout.walls[:, :, 0], layout.walls[:, :, 1], torch.where(wv, z, PARK_Z)], dim=-1)  # fmt: skip
+        [layout.walls[:, :, 0], layout.walls[:, :, 1], torch.where(wv, z, PARK_Z)], dim=-1
+    )
     yaw = layout.walls[:, :, 2]
     mocap_quat[ids.unsqueeze(1), wall_m] = torch.stack(
-        [torch.cos(yaw / 2), torch.zeros_like(yaw), torch.zeros_like(yaw), torch.sin(yaw / 2)], dim=-1)  # fmt: skip
+        [torch.cos(yaw / 2), torch.zeros_like(yaw), torch.zeros_like(yaw), torch.sin(yaw / 2)], dim=-1
+    )
     mocap_quat[ids.unsqueeze(1), col_m] = torch.tensor([1.0, 0, 0, 0], dtype=mocap_quat.dtype)
 
 

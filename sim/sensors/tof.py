@@ -58,10 +58,19 @@ SENSOR_LAYOUTS = {"vl53l5cx_row": vl53l5cx_row, "multiranger": multiranger}
 def quat_wxyz_to_rotmat(q: torch.Tensor) -> torch.Tensor:
     w, x, y, z = (q / q.norm(dim=-1, keepdim=True)).unbind(-1)
     return torch.stack(
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-         2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-         2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], dim=-1,
-    ).reshape(q.shape[:-1] + (3, 3))  # fmt: skip
+        [
+            1 - 2 * (y * y + z * z),
+            2 * (x * y - w * z),
+            2 * (x * z + w * y),
+            2 * (x * y + w * z),
+            1 - 2 * (x * x + z * z),
+            2 * (y * z - w * x),
+            2 * (x * z - w * y),
+            2 * (y * z + w * x),
+            1 - 2 * (x * x + y * y),
+        ],
+        dim=-1,
+    ).reshape(q.shape[:-1] + (3, 3))
 
 
 class RangeSensors:
@@ -71,8 +80,15 @@ class RangeSensors:
     sensors_per_drone groups beams that share one refresh clock and one yaw error (4 for the ToF deck).
     """
 
-    def __init__(self, cfg: RangeSensorConfig, num_worlds: int, body_ids: list[int], control_dt: float,
-                 rng: torch.Generator, sensors_per_drone: int = 4):  # fmt: skip
+    def __init__(
+        self,
+        cfg: RangeSensorConfig,
+        num_worlds: int,
+        body_ids: list[int],
+        control_dt: float,
+        rng: torch.Generator,
+        sensors_per_drone: int = 4,
+    ):
         self.cfg, self.dt, self.rng = cfg, control_dt, rng
         self.W, self.N, self.B = num_worlds, len(body_ids), len(cfg.yaw_deg)
         self.yaw = torch.deg2rad(torch.tensor(cfg.yaw_deg, dtype=torch.float64))
@@ -100,8 +116,9 @@ class RangeSensors:
         """Beam unit vectors in the body frame, (n, N, B, 3), with a per-sensor yaw error."""
         yaw = self.yaw.expand(n, self.N, self.B)
         if self.cfg.yaw_noise_std > 0:
-            err = self.cfg.yaw_noise_std * torch.randn(n, self.N, self.sensors_per_drone, generator=self.rng,
-                                                       dtype=torch.float64)  # fmt: skip
+            err = self.cfg.yaw_noise_std * torch.randn(
+                n, self.N, self.sensors_per_drone, generator=self.rng, dtype=torch.float64
+            )
             yaw = yaw + err[:, :, self.group]
         cp = torch.cos(self.pitch)
         return torch.stack([cp * torch.cos(yaw), cp * torch.sin(yaw), torch.sin(self.pitch).expand_as(yaw)], -1)
