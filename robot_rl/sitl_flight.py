@@ -28,14 +28,18 @@ def fly_sitl(bundle_dir: Path, seconds: float = 10.0, ros: str = "auto", out: Pa
                 raise ConfigError(f"ros=true but the ROS 2 package is not importable: {e}") from None
         else:
             result = dict(fly(str(bundle_dir), seconds, (0.0, 0.0, 1.0), lockstep=True))
-            result.update(transport="ros2 (policy, safety and sim-bridge nodes over DDS)",
-                          final_position_error_m=result["final_error_m"],
-                          crashed=result["mode"] != "ACTIVE")  # fmt: skip
+            result.update(
+                transport="ros2 (policy, safety and sim-bridge nodes over DDS)",
+                final_position_error_m=result["final_error_m"],
+                crashed=result["mode"] != "ACTIVE",
+            )
     if result is None:
         result = _fly_in_process(bundle_dir, seconds)
     extra = f", safety mode {result['mode']}, {result['commands']} commands" if "mode" in result else ""
-    print(f"sitl ({result['transport']}): {seconds:.0f} s flight from the floor, final position error "
-          f"{result['final_position_error_m'] * 100:.1f} cm{extra}")  # fmt: skip
+    print(
+        f"sitl ({result['transport']}): {seconds:.0f} s flight from the floor, final position error "
+        f"{result['final_position_error_m'] * 100:.1f} cm{extra}"
+    )
     if out is not None:
         write_json_atomic(out, result)
     return result
@@ -72,5 +76,9 @@ def _fly_in_process(bundle_dir: Path, seconds: float) -> dict:
         raw["goal"] = goal
         sim.step(runtime.act(raw))
         errors.append(float(np.linalg.norm(sim.state()["position"] - goal)))
-    return {"transport": "in-process deploy runtime", "final_position_error_m": errors[-1], "crashed": sim.crashed,
-            "max_error_last_2s_m": max(errors[-200:])}  # fmt: skip
+    return {
+        "transport": "in-process deploy runtime",
+        "final_position_error_m": errors[-1],
+        "crashed": sim.crashed,
+        "max_error_last_2s_m": max(errors[-200:]),
+    }

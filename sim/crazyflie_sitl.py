@@ -16,10 +16,15 @@ from sim.tasks.crazyflie import REST_Z, CrazyflieHover
 class CrazyflieSitl:
     def __init__(self, seed: int = 0, randomize: bool = False, goal=(0.0, 0.0, 1.0)):
         cfg = EnvConfig(
-            num_worlds=1, seed=seed, nthread=1, episode_length_s=1e9,
+            num_worlds=1,
+            seed=seed,
+            nthread=1,
+            episode_length_s=1e9,
             randomization="train" if randomize else "none",
-            obs_noise=False, action_latency=randomize, pushes=False,
-        )  # fmt: skip
+            obs_noise=False,
+            action_latency=randomize,
+            pushes=False,
+        )
         self.env = BatchedEnv(CrazyflieHover(goal=tuple(goal)), cfg)
         self.task = self.env.task
         self.dt = self.task.control_dt

@@ -16,22 +16,37 @@ from sim.env import BatchedEnv, EnvConfig
 from sim.tasks.crazyflie import CrazyflieSwarm
 
 
-def swarm_task(num_drones: int, scene: int, scenario: str = "clutter", tof_noise: bool = False,
-               **params) -> CrazyflieSwarm:  # fmt: skip
+def swarm_task(
+    num_drones: int, scene: int, scenario: str = "clutter", tof_noise: bool = False, **params
+) -> CrazyflieSwarm:
     """The task of one held-out scene (scene_set test, scene HELD_OUT_BASE + scene for world 0)."""
     noise = {} if tof_noise else {"tof_noise_std": 0.0, "tof_dropout": 0.0}
-    return CrazyflieSwarm(num_drones=num_drones, scene_set="test", scene_offset=int(scene), scenario=scenario,
-                          **{**noise, **params})  # fmt: skip
+    return CrazyflieSwarm(
+        num_drones=num_drones, scene_set="test", scene_offset=int(scene), scenario=scenario, **{**noise, **params}
+    )
 
 
 class CrazyflieSwarmSitl:
-    def __init__(self, num_drones: int = 6, scene: int = 0, seed: int = 0, randomize: bool = False,
-                 scenario: str = "clutter", tof_noise: bool = False, **params):  # fmt: skip
+    def __init__(
+        self,
+        num_drones: int = 6,
+        scene: int = 0,
+        seed: int = 0,
+        randomize: bool = False,
+        scenario: str = "clutter",
+        tof_noise: bool = False,
+        **params,
+    ):
         cfg = EnvConfig(
-            num_worlds=1, seed=seed, nthread=1, episode_length_s=1e9,
+            num_worlds=1,
+            seed=seed,
+            nthread=1,
+            episode_length_s=1e9,
             randomization="train" if randomize else "none",
-            obs_noise=False, action_latency=False, pushes=False,
-        )  # fmt: skip
+            obs_noise=False,
+            action_latency=False,
+            pushes=False,
+        )
         self.env = BatchedEnv(swarm_task(num_drones, scene, scenario, tof_noise, **params), cfg)
         self.task = self.env.task
         self.num_drones = num_drones

@@ -21,10 +21,15 @@ __all__ = ["JOINT_NAMES", "QuadrupedSitl"]
 class QuadrupedSitl:
     def __init__(self, seed: int = 0, randomize: bool = False):
         cfg = EnvConfig(
-            num_worlds=1, seed=seed, nthread=1, episode_length_s=1e9,
+            num_worlds=1,
+            seed=seed,
+            nthread=1,
+            episode_length_s=1e9,
             randomization="train" if randomize else "none",
-            obs_noise=False, action_latency=randomize, pushes=False,
-        )  # fmt: skip
+            obs_noise=False,
+            action_latency=randomize,
+            pushes=False,
+        )
         self.env = BatchedEnv(QuadrupedVelocity(terrain="flat", command_resample_s=0.0), cfg)
         self.task = self.env.task
         self.dt = self.task.control_dt

@@ -228,14 +228,17 @@ def check_semantics(bundle: PolicyBundle, yaml_path: Path) -> None:
         if not a.low[i] < a.high[i]:
             raise BundleError(f"{yaml_path}: action '{name}' has low {a.low[i]:g} >= high {a.high[i]:g}")
         if not a.low[i] <= a.offset[i] <= a.high[i]:
-            raise BundleError(f"{yaml_path}: action '{name}' offset {a.offset[i]:g} lies outside "
-                              f"[{a.low[i]:g}, {a.high[i]:g}]")  # fmt: skip
+            raise BundleError(
+                f"{yaml_path}: action '{name}' offset {a.offset[i]:g} lies outside [{a.low[i]:g}, {a.high[i]:g}]"
+            )
         if not (0 < a.scale[i] < np.inf):
             raise BundleError(f"{yaml_path}: action '{name}' scale {a.scale[i]:g} must be positive and finite")
     for t in bundle.observation:
         if t.dim < 1 or not (0 < abs(t.scale) < np.inf) or not t.clip > 0:
-            raise BundleError(f"{yaml_path}: observation term '{t.name}' needs dim >= 1, a finite non-zero scale "
-                              f"and a positive clip (dim {t.dim}, scale {t.scale:g}, clip {t.clip:g})")  # fmt: skip
+            raise BundleError(
+                f"{yaml_path}: observation term '{t.name}' needs dim >= 1, a finite non-zero scale "
+                f"and a positive clip (dim {t.dim}, scale {t.scale:g}, clip {t.clip:g})"
+            )
     norm = bundle.normalizer
     for key in ("mean", "std"):
         if key not in norm:

@@ -134,8 +134,13 @@ class Integrator:
             raise ValueError(f"integrator {d!r} is malformed: {e}") from None
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "inputs": list(self.inputs), "dim": self.dim, "leak_s": self.leak_s,
-                "clip": self.clip}  # fmt: skip
+        return {
+            "name": self.name,
+            "inputs": list(self.inputs),
+            "dim": self.dim,
+            "leak_s": self.leak_s,
+            "clip": self.clip,
+        }
 
     def update(self, state: np.ndarray, raw: dict[str, np.ndarray], dt: float) -> np.ndarray:
         diff = np.asarray(raw[self.inputs[0]], dtype=np.float64) - np.asarray(raw[self.inputs[1]], dtype=np.float64)

@@ -47,12 +47,18 @@ def quat_wxyz_to_rotmat(q):
     w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
     r = np.stack(
         [
-            1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+            1 - 2 * (y * y + z * z),
+            2 * (x * y - w * z),
+            2 * (x * z + w * y),
+            2 * (x * y + w * z),
+            1 - 2 * (x * x + z * z),
+            2 * (y * z - w * x),
+            2 * (x * z - w * y),
+            2 * (y * z + w * x),
+            1 - 2 * (x * x + y * y),
         ],
         axis=-1,
-    )  # fmt: skip
+    )
     return r.reshape(q.shape[:-1] + (3, 3))
 
 

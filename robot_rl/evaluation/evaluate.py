@@ -57,11 +57,15 @@ def swarm_deploy_policy(runtime, seed: int = 0) -> Policy:
         if N not in others:
             others[N] = np.array([[j for j in range(N) if j != i] for i in range(N)], dtype=np.int64).reshape(N, N - 1)
         raw = {
-            "position": t.pos.numpy(), "velocity": t.vel.numpy(), "angular_velocity": t.omega.numpy(),
+            "position": t.pos.numpy(),
+            "velocity": t.vel.numpy(),
+            "angular_velocity": t.omega.numpy(),
             "quaternion": quat_wxyz_to_xyzw(t.quat.numpy()),
-            "setpoint_position": t.sp_pos.numpy(), "setpoint_velocity": t.sp_vel.numpy(), "tof": t.tof.numpy(),
+            "setpoint_position": t.sp_pos.numpy(),
+            "setpoint_velocity": t.sp_vel.numpy(),
+            "tof": t.tof.numpy(),
             "neighbour_states": t.received.numpy()[:, others[N]],  # (W, N, N - 1, 6): drone i hears every j != i
-        }  # fmt: skip
+        }
         if t.cfg.obs_noise:
             for key in ("position", "velocity", "angular_velocity"):
                 raw[key] = raw[key] + OBS_NOISE_STD[key] * rng.standard_normal(raw[key].shape)

@@ -41,7 +41,7 @@ def swarm_obs_terms(k_neighbours: int, num_beams: int) -> list[ObsTerm]:
         ObsTerm("angular_velocity", "identity", ("angular_velocity",), 3, 1.0, inf),
         ObsTerm(
             "neighbours", "k_nearest_relative", ("position", "velocity", "neighbour_states"), 6 * k_neighbours, 1.0, inf
-        ),  # fmt: skip
+        ),
         ObsTerm("tof", "identity", ("tof",), num_beams, 1.0, inf),
     ]
 
@@ -82,7 +82,7 @@ def swarm_extra(task) -> dict:
                     "holds": f"ToF zone ranges (m) from the sensor, floored to cm, clipped at {s.clip} m (invalid "
                     "zones read the clip)",
                 },
-            ],  # fmt: skip
+            ],
             "tof": {
                 "layout": str(task.tof),
                 "rate_hz": float(s.rate_hz),

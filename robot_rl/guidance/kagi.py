@@ -117,9 +117,16 @@ def build_guides(
             ident = env.task.identities()[0]
             bodies = [ident["object"], *_other_bodies(env.task, ident)]
             proposal = propose_keypoints(
-                env.backend, 0, bodies, camera=cfg.camera, width=cfg.width, height=cfg.height,
-                per_object=cfg.per_object, grid=tuple(cfg.grid), seed=cfg.seed,
-            )  # fmt: skip
+                env.backend,
+                0,
+                bodies,
+                camera=cfg.camera,
+                width=cfg.width,
+                height=cfg.height,
+                per_object=cfg.per_object,
+                grid=tuple(cfg.grid),
+                seed=cfg.seed,
+            )
             goal = ident["goal"]
             truth = oracle_answer(proposal, task.name, ident["object"], goal)
             errors: list[str] = []
@@ -166,8 +173,12 @@ def build_guides(
     }
     if out is not None:
         (out / "keypoints.json").write_text(json.dumps(summary, indent=1))
-    log.info("keypoint guides for %d layouts: %s, %d not the oracle's", task.layouts, summary["sources"],
-             summary["wrong_layouts"])  # fmt: skip
+    log.info(
+        "keypoint guides for %d layouts: %s, %d not the oracle's",
+        task.layouts,
+        summary["sources"],
+        summary["wrong_layouts"],
+    )
     return guides, summary
 
 

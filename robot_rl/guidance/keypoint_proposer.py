@@ -304,8 +304,10 @@ def _label_boxes(pixels: list[np.ndarray], sizes: list[tuple[int, int]], w: int,
                     best = (min(max(x, 0), w - bw), min(max(y, 0), h - bh))  # fallback: the first, clamped
                 if x < 0 or y < 0 or x + bw > w or y + bh > h:
                     continue
-                if any(x < bx + bw2 + 1 and bx < x + bw + 1 and y < by + bh2 + 1 and by < y + bh + 1
-                       for bx, by, bw2, bh2 in placed):  # fmt: skip
+                if any(
+                    x < bx + bw2 + 1 and bx < x + bw + 1 and y < by + bh2 + 1 and by < y + bh + 1
+                    for bx, by, bw2, bh2 in placed
+                ):
                     continue
                 near_x = np.clip(dots[:, 0], x, x + bw) - dots[:, 0]
                 near_y = np.clip(dots[:, 1], y, y + bh) - dots[:, 1]

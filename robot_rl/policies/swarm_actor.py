@@ -68,10 +68,20 @@ class SharedDrones(nn.Module):
 class SwarmActorModel(MLPModel):
     """rsl_rl actor model: a per-drone swarm policy with shared weights (see the module docstring)."""
 
-    def __init__(self, obs, obs_groups: dict[str, list[str]], obs_set: str, output_dim: int,
-                 policy: str = "swarm_attention", num_drones: int = 6, k_neighbours: int = 2, num_beams: int = 32,
-                 hidden: int | None = None, obs_normalization: bool = True,
-                 distribution_cfg: dict | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        obs,
+        obs_groups: dict[str, list[str]],
+        obs_set: str,
+        output_dim: int,
+        policy: str = "swarm_attention",
+        num_drones: int = 6,
+        k_neighbours: int = 2,
+        num_beams: int = 32,
+        hidden: int | None = None,
+        obs_normalization: bool = True,
+        distribution_cfg: dict | None = None,
+    ) -> None:
         nn.Module.__init__(self)  # not MLPModel.__init__: it would build an MLP we replace
         self.obs_groups, self.obs_dim = self._get_obs_dim(obs, obs_groups, obs_set)
         width = {} if hidden is None else {"hidden": int(hidden)}  # None: the policy class's own width
@@ -130,8 +140,9 @@ def policy_from_checkpoint(path: Path | str, num_drones: int | None = None) -> S
         raise ValueError(f"{path}: not a swarm actor checkpoint (actor {cfg.get('class_name', 'MLPModel')})")
     width = {} if cfg.get("hidden") is None else {"hidden": int(cfg["hidden"])}
     drones = cfg["num_drones"] if num_drones is None else int(num_drones)
-    net = POLICIES[cfg["policy"]](num_drones=drones, k_neighbours=cfg["k_neighbours"],
-                                  num_beams=cfg["num_beams"], **width)  # fmt: skip
+    net = POLICIES[cfg["policy"]](
+        num_drones=drones, k_neighbours=cfg["k_neighbours"], num_beams=cfg["num_beams"], **width
+    )
     state = d["actor_state_dict"]
     net.load_state_dict({k.removeprefix("mlp.policy."): v for k, v in state.items() if k.startswith("mlp.policy.")})
     if "obs_normalizer.norm._mean" in state:

@@ -68,8 +68,10 @@ def convert(old: Path, new: Path, config: Path | None = None, trust: bool = Fals
                 f"{old} needs Python's pickle to read, which runs any code the file holds: convert only a file you "
                 "trust, and say so with --trust"
             ) from None
-        print(f"convert_checkpoint: reading {old} with pickle (weights_only=False) because --trust was given",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"convert_checkpoint: reading {old} with pickle (weights_only=False) because --trust was given",
+            file=sys.stderr,
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
@@ -118,8 +120,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"convert_checkpoint: error: {e}", file=sys.stderr)
         return 2
     rec = ckpt[RECORD_KEY]
-    print(f"converted {args.old} -> {args.new}: task {rec['task']} (robot {rec['robot']}), iteration "
-          f"{ckpt['iteration']}; it loads with weights_only=True")  # fmt: skip
+    print(
+        f"converted {args.old} -> {args.new}: task {rec['task']} (robot {rec['robot']}), iteration "
+        f"{ckpt['iteration']}; it loads with weights_only=True"
+    )
     return 0
 
 

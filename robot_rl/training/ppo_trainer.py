@@ -79,8 +79,14 @@ def rsl_rl_config(algo: dict, task: Task) -> dict:
         # camera observations: rsl_rl's CNNModel encodes the image group, its latent joins the state
         # observation in the actor's MLP; the critic keeps the privileged state
         cfg["obs_groups"]["actor"] = ["policy", "camera"]
-        cnn = {"output_channels": [16, 32, 32], "kernel_size": [5, 3, 3], "stride": [2, 2, 2],
-               "activation": str(algo["activation"]), "global_pool": "avg", "flatten": True}  # fmt: skip
+        cnn = {
+            "output_channels": [16, 32, 32],
+            "kernel_size": [5, 3, 3],
+            "stride": [2, 2, 2],
+            "activation": str(algo["activation"]),
+            "global_pool": "avg",
+            "flatten": True,
+        }
         cfg["actor"] = {**cfg["actor"], "class_name": "CNNModel", "cnn_cfg": cnn}
     return cfg
 

@@ -22,8 +22,9 @@ def _shown(value) -> str:
     return "unset" if value is None else str(value)
 
 
-def resume_config(run_cfg: DictConfig, given: DictConfig, overrides: list[str], checkpoint: Path,
-                  config_path: Path) -> list[str]:  # fmt: skip
+def resume_config(
+    run_cfg: DictConfig, given: DictConfig, overrides: list[str], checkpoint: Path, config_path: Path
+) -> list[str]:
     """Refuse a run whose config.yaml task section is not the one its checkpoint was trained with; apply the
     train.* overrides a resumed run takes (run_cfg is changed in place); one line per other override, ignored.
 
@@ -46,6 +47,8 @@ def resume_config(run_cfg: DictConfig, given: DictConfig, overrides: list[str], 
             lines.append(f"resume: applying {key}={OmegaConf.select(run_cfg, key)}")
         else:
             run_value = _shown(OmegaConf.select(run_cfg, key, default=None))
-            lines.append(f"resume: ignoring {o}: a resumed run keeps its config.yaml ({key}={run_value}); "
-                         "init_from= starts a new run from it with new settings")  # fmt: skip
+            lines.append(
+                f"resume: ignoring {o}: a resumed run keeps its config.yaml ({key}={run_value}); "
+                "init_from= starts a new run from it with new settings"
+            )
     return lines

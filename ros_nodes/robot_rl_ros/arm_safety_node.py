@@ -74,8 +74,9 @@ class ArmSafetyNode(SafetyNodeBase):
         self.cmd_pub = self.create_publisher(Float64MultiArray, p["command_topic"], qos.COMMAND)
         self.create_subscription(JointState, "joint_states", self._on_joints, qos.SENSOR)
         self.create_subscription(Float64MultiArray, "policy/action", self._on_action, qos.COMMAND)
-        self._setup_common(p["estop_topic"], p["watchdog_rate_hz"], p["event_gap_s"], p["diagnostics_period_s"],
-                           "arm_safety")  # fmt: skip
+        self._setup_common(
+            p["estop_topic"], p["watchdog_rate_hz"], p["event_gap_s"], p["diagnostics_period_s"], "arm_safety"
+        )
 
     def _send(self) -> None:
         now = self.now()

@@ -69,8 +69,9 @@ class ArmSimBridge(SimBridgeBase):
         q = np.asarray(msg.data, dtype=np.float64)
         if q.shape != self.targets.shape or not np.all(np.isfinite(q)):
             # a position controller rejects a malformed command and keeps the last one
-            self.get_logger().error(f"rejected command of {q.size} values (finite: {np.all(np.isfinite(q))})",
-                                    throttle_duration_sec=1.0)  # fmt: skip
+            self.get_logger().error(
+                f"rejected command of {q.size} values (finite: {np.all(np.isfinite(q))})", throttle_duration_sec=1.0
+            )
             return
         self.commands += 1
         if not self.braked:

@@ -340,9 +340,11 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         return int(e.code or 0) and 2
     if _is_swarm_bundle(args.bundle):
-        print(f"{args.bundle} is a swarm bundle (one drone of a team): deploy check covers single-robot bundles; "
-              f"fly the team in software in the loop with `robot-rl sitl bundle={args.bundle}` instead",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{args.bundle} is a swarm bundle (one drone of a team): deploy check covers single-robot bundles; "
+            f"fly the team in software in the loop with `robot-rl sitl bundle={args.bundle}` instead",
+            file=sys.stderr,
+        )
         return 2
     report = run_check(args)
     print(report.render())

@@ -169,8 +169,18 @@ class JointSupervisor:
         self.last_cmd: np.ndarray | None = None
         self.last_cmd_time: float | None = None
         self.events = EventLog()
-        self.counts = {k: 0 for k in ("action.nonfinite", "action.bad_dim", "limit.joint", "limit.lead",
-                                      "limit.speed", "limit.workspace", "commands")}  # fmt: skip
+        self.counts = {
+            k: 0
+            for k in (
+                "action.nonfinite",
+                "action.bad_dim",
+                "limit.joint",
+                "limit.lead",
+                "limit.speed",
+                "limit.workspace",
+                "commands",
+            )
+        }
         self.commanders = CommanderWatch()
 
     # ----- inputs -----
@@ -302,12 +312,18 @@ class JointSupervisor:
         if self.mode != JointMode.ACTIVE:
             return
         if not self.state_in.fresh(now):
-            self._fall(now, self.fallback_mode, f"joint_states stale: {self.state_in.age(now) * 1e3:.0f} ms"
-                       f" > {self.cfg.state_max_age_s * 1e3:.0f} ms")  # fmt: skip
+            self._fall(
+                now,
+                self.fallback_mode,
+                f"joint_states stale: {self.state_in.age(now) * 1e3:.0f} ms > {self.cfg.state_max_age_s * 1e3:.0f} ms",
+            )
         elif self.action_time is None or now - self.action_time > self.cfg.command_timeout_s:
             age = float("inf") if self.action_time is None else now - self.action_time
-            self._fall(now, self.fallback_mode, f"policy command stale: {age * 1e3:.0f} ms"
-                       f" > {self.cfg.command_timeout_s * 1e3:.0f} ms")  # fmt: skip
+            self._fall(
+                now,
+                self.fallback_mode,
+                f"policy command stale: {age * 1e3:.0f} ms > {self.cfg.command_timeout_s * 1e3:.0f} ms",
+            )
 
     def _check_workspace(self, now: float) -> None:
         if self.mode != JointMode.ACTIVE or self.tcp_position is None:

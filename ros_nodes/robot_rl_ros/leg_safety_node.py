@@ -77,8 +77,9 @@ class LegSafetyNode(SafetyNodeBase):
         self.create_subscription(JointState, "joint_states", self._on_joints, qos.SENSOR)
         self.create_subscription(Imu, "imu", self._on_imu, qos.SENSOR)
         self.create_subscription(Float64MultiArray, "policy/action", self._on_action, qos.COMMAND)
-        self._setup_common(p["estop_topic"], p["watchdog_rate_hz"], p["event_gap_s"], p["diagnostics_period_s"],
-                           "leg_safety")  # fmt: skip
+        self._setup_common(
+            p["estop_topic"], p["watchdog_rate_hz"], p["event_gap_s"], p["diagnostics_period_s"], "leg_safety"
+        )
 
     def _on_imu(self, msg: Imu) -> None:
         o = msg.orientation

@@ -22,9 +22,15 @@ from robot_rl_ros.msgs import joint_arrays, stamp_to_s
 
 
 class SafetyNodeBase(Node, ABC):
-    def _setup_common(self, estop_topic: str, watchdog_rate_hz: float, event_gap_s: float,
-                      diagnostics_period_s: float, hardware_id: str,
-                      commander_check_period_s: float = 0.1) -> None:  # fmt: skip
+    def _setup_common(
+        self,
+        estop_topic: str,
+        watchdog_rate_hz: float,
+        event_gap_s: float,
+        diagnostics_period_s: float,
+        hardware_id: str,
+        commander_check_period_s: float = 0.1,
+    ) -> None:
         """Call after self.sup and self.cmd_pub exist. The timer sends when not ACTIVE, or when nothing went
         out for event_gap_s (the event path forwards each policy action at once). Another timer asks the
         graph who else publishes the command topic (robot_rl_ros.commander)."""

@@ -158,14 +158,26 @@ class SitlGraph:
         origin = {"neighbour_origin_s": 1.0} if self.lockstep else {}  # the bridge's clock_offset_s: time 0
         for name in names:
             others = [n for n in names if n != name]
-            params = {"bundle": str(bundle_dir), "inputs": ["odom:odometry", "setpoint:setpoint", "tof:ranges"],
-                      "act_on": "all_inputs", "neighbours": others, **origin, **(policy or {})}  # fmt: skip
+            params = {
+                "bundle": str(bundle_dir),
+                "inputs": ["odom:odometry", "setpoint:setpoint", "tof:ranges"],
+                "act_on": "all_inputs",
+                "neighbours": others,
+                **origin,
+                **(policy or {}),
+            }
             self.start(f"{name}_policy", "policy_node", params, namespace=name)
             # The team flies closer than the one-drone default separation (training's hit distance is 0.12 m)
             # inside an 8 x 8 x 3 m room; the simulated team starts in the air, with no thrust lock to open.
-            guard = {"bundle": str(bundle_dir), "action_mode": "motors", "unlock_setpoints": 0,
-                     "neighbours": others, "min_separation_m": 0.12, "fence_low": [-4.0, -4.0, -0.2],
-                     "fence_high": [4.0, 4.0, 3.0]}  # fmt: skip
+            guard = {
+                "bundle": str(bundle_dir),
+                "action_mode": "motors",
+                "unlock_setpoints": 0,
+                "neighbours": others,
+                "min_separation_m": 0.12,
+                "fence_low": [-4.0, -4.0, -0.2],
+                "fence_high": [4.0, 4.0, 3.0],
+            }
             self.start(f"{name}_safety", "safety_node", {**guard, **(safety or {})}, namespace=name)
         return names
 

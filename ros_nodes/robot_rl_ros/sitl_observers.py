@@ -21,8 +21,9 @@ class _ObserverNode:
         self.ctx = Context()
         rclpy.init(context=self.ctx, domain_id=domain_id)
         ns = {} if namespace is None else {"namespace": f"/{namespace}"}
-        self.node = rclpy.create_node(name, context=self.ctx, **ns,
-                                      parameter_overrides=[Parameter("use_sim_time", value=use_sim_time)])  # fmt: skip
+        self.node = rclpy.create_node(
+            name, context=self.ctx, **ns, parameter_overrides=[Parameter("use_sim_time", value=use_sim_time)]
+        )
         self.executor = SingleThreadedExecutor(context=self.ctx)
         self.executor.add_node(self.node)
         # Arrival (DDS reception, wall ns) of every /clock sample, so that a message's simulated time can
@@ -172,8 +173,12 @@ class SwarmObserver(_ObserverNode):
                 self.command_received_ns[n].append(int(info["received_timestamp"]))
 
             sub(Float64MultiArray, f"/{n}/cmd_motors", on_motors, qos.RECORD)
-            sub(Float32MultiArray, f"/{n}/policy/observation",
-                lambda m, n=n: self.pairs[n].append((self.now(), np.float32(m.data))), qos.RECORD)  # fmt: skip
+            sub(
+                Float32MultiArray,
+                f"/{n}/policy/observation",
+                lambda m, n=n: self.pairs[n].append((self.now(), np.float32(m.data))),
+                qos.RECORD,
+            )
             sub(String, f"/{n}/safety/mode", lambda m, n=n: self.modes[n].append((self.now(), m.data)), qos.LATCHED)
 
     def sim_seconds(self) -> float:

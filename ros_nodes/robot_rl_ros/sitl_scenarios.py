@@ -49,8 +49,14 @@ def fly_swarm(
             "max_command_gap_s": _max_gap(ct),
             "modes": [m for _, m in obs.modes[n]],
         }
-    return {"finished": finished, "sim_seconds": obs.sim_seconds(), "drones": drones, "observer": obs,
-            "graph_logs": str(graph.log_dir), "domain_id": graph.domain_id}  # fmt: skip
+    return {
+        "finished": finished,
+        "sim_seconds": obs.sim_seconds(),
+        "drones": drones,
+        "observer": obs,
+        "graph_logs": str(graph.log_dir),
+        "domain_id": graph.domain_id,
+    }
 
 
 def _run(namespace: str, lockstep: bool, robot: str, start, seconds: float, wall_timeout_s: float) -> tuple:
@@ -124,9 +130,13 @@ def fly(
     goal = np.asarray(goal, dtype=np.float64)
     hold_s = min(10.0, seconds / 2) if hold_s is None else hold_s
     obs, finished, graph = _run(
-        namespace, lockstep, "crazyflie", lambda g: g.start_flight(bundle_dir, goal, sim=sim, safety=safety),
-        seconds, wall_timeout_s or (10.0 + seconds * (3.0 if lockstep else 1.5)),
-    )  # fmt: skip
+        namespace,
+        lockstep,
+        "crazyflie",
+        lambda g: g.start_flight(bundle_dir, goal, sim=sim, safety=safety),
+        seconds,
+        wall_timeout_s or (10.0 + seconds * (3.0 if lockstep else 1.5)),
+    )
     t = np.array([s[0] for s in obs.states])
     pos = np.array([s[1] for s in obs.states])
     err = np.linalg.norm(pos - goal, axis=1)
@@ -160,9 +170,13 @@ def reach(
     target = np.asarray(target, dtype=np.float64)
     spec = IKSpec.from_dict(load_bundle(bundle_dir).extra["ik"])
     obs, finished, graph = _run(
-        namespace, lockstep, "arm", lambda g: g.start_reach(bundle_dir, target, sim=sim, safety=safety),
-        seconds, wall_timeout_s or (15.0 + seconds * (4.0 if lockstep else 1.5)),
-    )  # fmt: skip
+        namespace,
+        lockstep,
+        "arm",
+        lambda g: g.start_reach(bundle_dir, target, sim=sim, safety=safety),
+        seconds,
+        wall_timeout_s or (15.0 + seconds * (4.0 if lockstep else 1.5)),
+    )
     t = np.array([s[0] for s in obs.states])
     q = np.array([s[1] for s in obs.states])
     tcp = forward_kinematics(spec, q[:, :7]).tcp[:, :3, 3]
@@ -193,9 +207,13 @@ def walk(
     after settle_s (body-frame velocity from the state estimator), commands seen and interventions."""
     command = np.asarray(command, dtype=np.float64)
     obs, finished, graph = _run(
-        namespace, lockstep, "quadruped", lambda g: g.start_walk(bundle_dir, command, safety=safety),
-        seconds, wall_timeout_s or (20.0 + seconds * (5.0 if lockstep else 1.5)),
-    )  # fmt: skip
+        namespace,
+        lockstep,
+        "quadruped",
+        lambda g: g.start_walk(bundle_dir, command, safety=safety),
+        seconds,
+        wall_timeout_s or (20.0 + seconds * (5.0 if lockstep else 1.5)),
+    )
     t = np.array([s[0] for s in obs.states])
     x = np.array([s[1] for s in obs.states])
     after = t >= t[0] + settle_s

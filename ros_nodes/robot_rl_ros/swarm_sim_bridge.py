@@ -59,9 +59,14 @@ def make_swarm_sim(p: dict):
     """The simulator is imported here only: a sim bridge is the one node allowed to use `sim`."""
     from sim.crazyflie_swarm_sitl import CrazyflieSwarmSitl
 
-    return CrazyflieSwarmSitl(num_drones=int(p["num_drones"]), scene=int(p["scene"]), seed=int(p["seed"]),
-                              randomize=bool(p["randomize"]), scenario=str(p["scenario"]),
-                              tof_noise=bool(p["tof_noise"]))  # fmt: skip
+    return CrazyflieSwarmSitl(
+        num_drones=int(p["num_drones"]),
+        scene=int(p["scene"]),
+        seed=int(p["seed"]),
+        randomize=bool(p["randomize"]),
+        scenario=str(p["scenario"]),
+        tof_noise=bool(p["tof_noise"]),
+    )
 
 
 class SwarmSimBridge(SimBridgeBase):
@@ -88,7 +93,7 @@ class SwarmSimBridge(SimBridgeBase):
         self.command_gates = [
             gated_subscription(
                 self, Float64MultiArray, f"/{d}/cmd_motors", self._make_cmd_cb(i), p["commander"], qos.COMMAND
-            )  # fmt: skip
+            )
             for i, d in enumerate(self.names)
         ]
         self.straggler_timeout_s = float(p["straggler_timeout_s"])

@@ -51,15 +51,22 @@ class PlanGuidedEnv(GuidanceHooks):
         if task.pool is None:
             raise ValueError("planned exploration needs a layout pool: set task.params.layouts > 0")
         if task.action_mode not in ("ee_position", "ee_pose"):
-            raise ValueError(f"planned exploration drives the TCP: action_mode ee_position or ee_pose, not "
-                             f"{task.action_mode}")  # fmt: skip
+            raise ValueError(
+                f"planned exploration drives the TCP: action_mode ee_position or ee_pose, not {task.action_mode}"
+            )
         self.env, self.task, self.cfg = env, task, cfg
         if cfg.planner == "llm" and client is None:
             client = ModelClient(cfg.model)
         self.client = client
         self.planner = make_planner(cfg.planner, client)
-        self.selector = OptionSelector(rule=cfg.rule, bonus=cfg.bonus, bonus_decay=cfg.bonus_decay, seed=cfg.seed,
-                                       replan_after=cfg.replan_after, max_replans=cfg.max_replans)  # fmt: skip
+        self.selector = OptionSelector(
+            rule=cfg.rule,
+            bonus=cfg.bonus,
+            bonus_decay=cfg.bonus_decay,
+            seed=cfg.seed,
+            replan_after=cfg.replan_after,
+            max_replans=cfg.max_replans,
+        )
         n = task.n
         self.timeout = max(1, int(round(cfg.subgoal_timeout_s / task.control_dt)))
         self.scale_xyz = task.act_scale[:3]
@@ -200,9 +207,15 @@ class PlanGuidedEnv(GuidanceHooks):
     # -- the controller ----------------------------------------------------------------------------
     def _subgoal_target(self) -> tuple[torch.Tensor, torch.Tensor]:
         """TCP target (n, 3) and gripper command (n,) of each world's current subgoal and option; sets descend."""
-        target, grip, self.descend = subgoal_target(self.task, self.tables, self.sub, self.opt,
-                                                    self.pose_error + self.correction, self.closed_steps,
-                                                    self.surface)  # fmt: skip
+        target, grip, self.descend = subgoal_target(
+            self.task,
+            self.tables,
+            self.sub,
+            self.opt,
+            self.pose_error + self.correction,
+            self.closed_steps,
+            self.surface,
+        )
         return target, grip
 
     def refresh_target(self) -> None:
@@ -285,8 +298,10 @@ class PlanGuidedEnv(GuidanceHooks):
         live = ~dones
         self.closed_steps = torch.where(self.grip < 0, self.closed_steps + 1, 0)
         self.t_sub += 1
-        ach = subgoal_achieved(self.task, self.tables, self.sub, self.opt, self.target, self.closed_steps,
-                               self.surface) & live  # fmt: skip
+        ach = (
+            subgoal_achieved(self.task, self.tables, self.sub, self.opt, self.target, self.closed_steps, self.surface)
+            & live
+        )
         late = (self.t_sub >= self.timeout) & live & (self.sub < self.tables.n_sub[self.task.layout_id]) & ~ach
         ended = dones & (self.sub < self.tables.n_sub[lay_before])  # episode ended mid-subgoal: a failure
         for i in ach.nonzero().flatten().tolist():

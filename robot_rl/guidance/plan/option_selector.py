@@ -176,8 +176,10 @@ class OptionSelector:
         lines = []
         for sg, stats in stuck:
             name = f"subgoal {sg + 1}" + (f" ({labels[sg]})" if sg < len(labels) else "")
-            tried = "; ".join(f"option {i + 1}: {s.successes}/{s.tries} achieved, the last {s.streak} failed"
-                              for i, s in enumerate(stats))  # fmt: skip
+            tried = "; ".join(
+                f"option {i + 1}: {s.successes}/{s.tries} achieved, the last {s.streak} failed"
+                for i, s in enumerate(stats)
+            )
             lines.append(f"{name} was never achieved recently with any option ({tried}).")
         return " ".join(lines)
 
@@ -226,9 +228,14 @@ class OptionSelector:
         version, internal, gauss = self.rng.getstate()
         return {
             "config": {
-                "rule": self.rule, "bonus": self.bonus, "bonus_decay": self.bonus_decay, "epsilon": self.epsilon,
-                "replan_after": self.replan_after, "max_replans": self.max_replans,
-                "history_window": self.history_window, "history_max": self.history_max,
+                "rule": self.rule,
+                "bonus": self.bonus,
+                "bonus_decay": self.bonus_decay,
+                "epsilon": self.epsilon,
+                "replan_after": self.replan_after,
+                "max_replans": self.max_replans,
+                "history_window": self.history_window,
+                "history_max": self.history_max,
             },
             "stats": {f"{k[0]}:{k[1]}": [asdict(s) for s in v] for k, v in self.stats.items()},
             "choices": {f"{k[0]}:{k[1]}": n for k, n in self.choices.items()},
@@ -238,7 +245,7 @@ class OptionSelector:
             "total_choices": self.total_choices,
             "history": {"closed": self._closed, "window": self._window},
             "rng": [version, list(internal), gauss],
-        }  # fmt: skip
+        }
 
     def load_state_dict(self, d: dict) -> None:
         # a fresh selector from the saved config: same validation as construction, then overwrite its state

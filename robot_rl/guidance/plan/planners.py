@@ -102,8 +102,12 @@ def plan_prompt(scene: Scene, feedback: str | None = None) -> list[dict]:
         *(f"- {n}: {a['colour']} {a['shape']}, {a['role']}" for n, a in sorted(scene.objects.items())),
     ]
     if feedback:
-        lines += ["", "An earlier plan for this scene failed when the robot tried it:", feedback,
-                  "Make a different plan that avoids these failures."]  # fmt: skip
+        lines += [
+            "",
+            "An earlier plan for this scene failed when the robot tried it:",
+            feedback,
+            "Make a different plan that avoids these failures.",
+        ]
     lines += ["", "Reply with the JSON plan."]
     return [system_message(_SYSTEM), user_message("\n".join(lines))]
 

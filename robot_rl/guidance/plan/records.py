@@ -54,8 +54,10 @@ def checkpoint_state(env: PlanGuidedEnv) -> dict:
 def restore_checkpoint_state(env: PlanGuidedEnv, state: dict) -> None:
     """Put checkpoint_state() back; the plans are validated against this env's scenes again."""
     if len(state["plans"]) != env.task.layouts:
-        raise ValueError(f"guidance state holds {len(state['plans'])} layouts' plans; this task has "
-                         f"{env.task.layouts} (task.params.layouts must match the checkpoint's run)")  # fmt: skip
+        raise ValueError(
+            f"guidance state holds {len(state['plans'])} layouts' plans; this task has "
+            f"{env.task.layouts} (task.params.layouts must match the checkpoint's run)"
+        )
     for layout, plan in enumerate(state["plans"]):
         env.set_plan(layout, Plan.model_validate(plan))
         env.verifiers[layout].load_counts(state["verifiers"][layout])

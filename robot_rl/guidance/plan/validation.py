@@ -118,8 +118,10 @@ def _step(skill: str, opts: list[Affordance], scene: Scene, st: _State, where: s
     elif skill == "grasp":
         for n in names:
             if scene.role(n) == "destination":
-                out.append(f"{where}: cannot grasp '{n}': it is a destination ({scene.objects[n]['shape']}), "
-                           "not a movable object")  # fmt: skip
+                out.append(
+                    f"{where}: cannot grasp '{n}': it is a destination ({scene.objects[n]['shape']}), "
+                    "not a movable object"
+                )
             elif n not in st.at:
                 out.append(f"{where}: wrong order: grasp of '{n}' needs the gripper at '{n}' (reach it first)")
         if st.held:
@@ -133,8 +135,11 @@ def _step(skill: str, opts: list[Affordance], scene: Scene, st: _State, where: s
             out += [f"{where}: lift of '{n}' but the plan holds {held}" for n in names if n not in st.held]
         st.moved = st.moved or bool(st.held)
     elif skill in ("transport", "place"):
-        out += [f"{where}: {skill} options must name a destination (a {_dest_kind(scene)}), "
-                f"not the movable '{n}'" for n in names if scene.role(n) != "destination"]  # fmt: skip
+        out += [
+            f"{where}: {skill} options must name a destination (a {_dest_kind(scene)}), not the movable '{n}'"
+            for n in names
+            if scene.role(n) != "destination"
+        ]
         if not st.held:
             out.append(f"{where}: wrong order: {skill} needs a grasp earlier in the plan")
         elif skill == "place" and not st.moved:
@@ -145,14 +150,20 @@ def _step(skill: str, opts: list[Affordance], scene: Scene, st: _State, where: s
     elif skill == "release":
         if not st.held:
             out.append(f"{where}: wrong order: release needs a grasp earlier that is not yet released")
-        out += [f"{where}: release over '{n}', which is neither a destination nor the held object"
-                for n in names if scene.role(n) != "destination" and n not in st.held]  # fmt: skip
+        out += [
+            f"{where}: release over '{n}', which is neither a destination nor the held object"
+            for n in names
+            if scene.role(n) != "destination" and n not in st.held
+        ]
         st.released_after_delivery = st.released_after_delivery or (bool(st.held) and st.delivered)
         st.held, st.moved = set(), False
     elif skill == "push":
-        out += [f"{where}: push options name the destination the object is pushed onto (a {_dest_kind(scene)}); "
-                f"'{n}' is movable -- reach the object first (point 'behind'), then push(destination)"
-                for n in names if scene.role(n) != "destination"]  # fmt: skip
+        out += [
+            f"{where}: push options name the destination the object is pushed onto (a {_dest_kind(scene)}); "
+            f"'{n}' is movable -- reach the object first (point 'behind'), then push(destination)"
+            for n in names
+            if scene.role(n) != "destination"
+        ]
         pushed = {n for n in st.at if scene.role(n) == "movable"}
         if not pushed:
             out.append(f"{where}: wrong order: push needs a reach of the object to push (point 'behind') first")
@@ -172,11 +183,20 @@ def _task_reasons(scene: Scene, st: _State) -> list[str]:
     if scene.task == "arm_push" and not st.pushed:
         return ["an arm_push plan must push a movable object onto a pad: [reach(object, point='behind'), push(pad)]"]
     if scene.task == "arm_pick_place":
-        missing = [what for what, ok in (("a grasp", st.grasped), ("a transport/place to a bowl", st.delivered),
-                                         ("a release after it", st.released_after_delivery)) if not ok]  # fmt: skip
+        missing = [
+            what
+            for what, ok in (
+                ("a grasp", st.grasped),
+                ("a transport/place to a bowl", st.delivered),
+                ("a release after it", st.released_after_delivery),
+            )
+            if not ok
+        ]
         if missing:
-            return ["an arm_pick_place plan must grasp an object, bring it to a bowl and release it; "
-                    f"missing: {', '.join(missing)}"]  # fmt: skip
+            return [
+                "an arm_pick_place plan must grasp an object, bring it to a bowl and release it; "
+                f"missing: {', '.join(missing)}"
+            ]
     if scene.task == "arm_reach" and not st.reached:
         return ["an arm_reach plan must reach the marker"]
     return []

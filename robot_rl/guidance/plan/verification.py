@@ -67,25 +67,32 @@ class PlanVerifier:
         subgoals = []
         for i, sg in enumerate(self.plan.subgoals):
             n, k = self.attempts[i], self.achieved[i]
-            subgoals.append({
-                "index": i,
-                "skill": sg.skill,
-                "objects": [o.object for o in sg.options],
-                "attempts": n,
-                "achieved": k,
-                "rate": k / n if n else None,
-                "ema": self.ema[i],
-                "status": self.status(i),
-                "options": [
-                    {**o.model_dump(), "attempts": c[0], "achieved": c[1]}
-                    for o, c in zip(sg.options, self.option_counts[i], strict=True)
-                ],
-            })  # fmt: skip
+            subgoals.append(
+                {
+                    "index": i,
+                    "skill": sg.skill,
+                    "objects": [o.object for o in sg.options],
+                    "attempts": n,
+                    "achieved": k,
+                    "rate": k / n if n else None,
+                    "ema": self.ema[i],
+                    "status": self.status(i),
+                    "options": [
+                        {**o.model_dump(), "attempts": c[0], "achieved": c[1]}
+                        for o, c in zip(sg.options, self.option_counts[i], strict=True)
+                    ],
+                }
+            )
         edges = [
-            {"from": i, "to": i + 1, "given": self.achieved[i], "achieved": self.achieved[i + 1],
-             "rate": min(1.0, self.achieved[i + 1] / self.achieved[i]) if self.achieved[i] else None}
+            {
+                "from": i,
+                "to": i + 1,
+                "given": self.achieved[i],
+                "achieved": self.achieved[i + 1],
+                "rate": min(1.0, self.achieved[i + 1] / self.achieved[i]) if self.achieved[i] else None,
+            }
             for i in range(len(subgoals) - 1)
-        ]  # fmt: skip
+        ]
         statuses = [s["status"] for s in subgoals]
         return {
             "threshold": self.threshold,
@@ -98,8 +105,12 @@ class PlanVerifier:
 
     def counts(self) -> dict:
         """The counts alone, as a checkpoint carries them (``load_counts`` restores them)."""
-        return {"attempts": self.attempts, "achieved": self.achieved, "ema": self.ema,
-                "option_counts": self.option_counts}  # fmt: skip
+        return {
+            "attempts": self.attempts,
+            "achieved": self.achieved,
+            "ema": self.ema,
+            "option_counts": self.option_counts,
+        }
 
     def load_counts(self, saved: dict) -> None:
         self.attempts, self.achieved, self.ema = list(saved["attempts"]), list(saved["achieved"]), list(saved["ema"])

@@ -73,8 +73,9 @@ def wrong_plan(scene: Scene, kind: str) -> Plan:
     if kind == "wrong_destination":
         if scene.destination is None:
             raise ValueError(f"wrong_destination needs a task with a destination, not {scene.task}")
-        other = next(n for n, a in sorted(scene.objects.items())
-                     if a["role"] == "destination" and n != scene.destination)  # fmt: skip
+        other = next(
+            n for n, a in sorted(scene.objects.items()) if a["role"] == "destination" and n != scene.destination
+        )
         return _rename(good, scene.destination, other)
     if kind == "wrong_order":
         sgs = list(good.subgoals)

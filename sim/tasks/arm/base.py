@@ -216,15 +216,19 @@ class ArmTask(Task, ABC):
     def pool_identities(self) -> list[dict[str, str]]:
         """Instruction and named bodies of every pooled layout, without touching the running worlds."""
         p = self.pool
-        texts = [self._wording(int(p["template"][j]), int(p["obj_idx"][j]), int(p["goal_idx"][j]))
-                 for j in range(self.layouts)]  # fmt: skip
+        texts = [
+            self._wording(int(p["template"][j]), int(p["obj_idx"][j]), int(p["goal_idx"][j]))
+            for j in range(self.layouts)
+        ]
         return [{"instruction": text, **parse_instruction(self.name, text)} for text in texts]
 
     def identities(self, ids: torch.Tensor | None = None) -> list[dict[str, str]]:
         """Per world: the instruction and the body names it refers to (for reward and guidance code)."""
         ids = torch.arange(self.n) if ids is None else ids
-        return [{"instruction": self.instructions[i], **parse_instruction(self.name, self.instructions[i])}
-                for i in ids.tolist()]  # fmt: skip
+        return [
+            {"instruction": self.instructions[i], **parse_instruction(self.name, self.instructions[i])}
+            for i in ids.tolist()
+        ]
 
     # -- stepping --------------------------------------------------------------------------------
     def command(self, a: torch.Tensor) -> torch.Tensor:

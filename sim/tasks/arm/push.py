@@ -82,8 +82,9 @@ class ArmPush(ArmTask):
         for j in range(len(OBJECTS)):
             rows = ids[self.obj_idx[ids] != j]
             base = OBJ_QPOS0 + 7 * j
-            b.qpos[rows, base : base + 3] = torch.tensor([-0.8, 0.3 * j - 0.45, -0.75 + OBJECT_HALF_HEIGHT],
-                                                         dtype=b.qpos.dtype)  # fmt: skip
+            b.qpos[rows, base : base + 3] = torch.tensor(
+                [-0.8, 0.3 * j - 0.45, -0.75 + OBJECT_HALF_HEIGHT], dtype=b.qpos.dtype
+            )
 
     def goal_error(self) -> torch.Tensor:
         return (self.obj_pos[:, :2] - self.goal_pos[:, :2]).norm(dim=1)

@@ -167,9 +167,14 @@ class CrazyflieHover(Task):
         axis_angle = self._uniform(ids, -math.pi, math.pi)[:, 0]
         yaw = self._uniform(ids, -math.pi, math.pi)[:, 0]
         q_tilt = torch.stack(
-            [torch.cos(tilt / 2), torch.sin(tilt / 2) * torch.cos(axis_angle),
-             torch.sin(tilt / 2) * torch.sin(axis_angle),
-             torch.zeros_like(tilt)], dim=1)  # fmt: skip
+            [
+                torch.cos(tilt / 2),
+                torch.sin(tilt / 2) * torch.cos(axis_angle),
+                torch.sin(tilt / 2) * torch.sin(axis_angle),
+                torch.zeros_like(tilt),
+            ],
+            dim=1,
+        )
         q_yaw = torch.stack(
             [torch.cos(yaw / 2), torch.zeros_like(yaw), torch.zeros_like(yaw), torch.sin(yaw / 2)], dim=1
         )

@@ -96,11 +96,16 @@ class CrazyflieSwarm(CbfTeacher, Task):
             self.rewards = SwarmRewardWeights(**self.rewards)
         if self.rewards.safety_guide < 0:
             raise ValueError(f"rewards.safety_guide is the guide's strength (>= 0), not {self.rewards.safety_guide}")
-        self.scene = ClutterConfig(num_drones=self.num_drones, density=self.density, cell_min=self.cell_min,
-                                   cell_max=self.cell_max)  # fmt: skip
+        self.scene = ClutterConfig(
+            num_drones=self.num_drones, density=self.density, cell_min=self.cell_min, cell_max=self.cell_max
+        )
         self.num_actions = 4 * self.num_drones
-        sensor = SENSOR_LAYOUTS[self.tof](rate_hz=self.tof_rate_hz, noise_std=self.tof_noise_std,
-                                          dropout_prob=self.tof_dropout, yaw_noise_std=self.tof_yaw_noise)  # fmt: skip
+        sensor = SENSOR_LAYOUTS[self.tof](
+            rate_hz=self.tof_rate_hz,
+            noise_std=self.tof_noise_std,
+            dropout_prob=self.tof_dropout,
+            yaw_noise_std=self.tof_yaw_noise,
+        )
         self.sensor_cfg = sensor
         self.num_beams = len(sensor.yaw_deg)
         self.per_drone_obs_dim = 18 + 6 * self.k_neighbours + self.num_beams
@@ -151,11 +156,19 @@ class CrazyflieSwarm(CbfTeacher, Task):
             self.body_mass = backend.expand("body_mass")
         self.mass = torch.full((W, N), self.nominal_mass, dtype=torch.float64)
         self.kf_scale = torch.ones(W, N, dtype=torch.float64)
-        self.sensors = RangeSensors(self.sensor_cfg, W, self.body_ids, self.control_dt, rng,
-                                    sensors_per_drone=4 if self.tof == "vl53l5cx_row" else 5)  # fmt: skip
+        self.sensors = RangeSensors(
+            self.sensor_cfg,
+            W,
+            self.body_ids,
+            self.control_dt,
+            rng,
+            sensors_per_drone=4 if self.tof == "vl53l5cx_row" else 5,
+        )
         z = lambda *s: torch.zeros(W, N, *s, dtype=torch.float64)  # noqa: E731
-        self.layout = Layout(torch.zeros(W, self.scene.max_columns, 3, dtype=torch.float64),
-                             torch.zeros(W, self.scene.max_wall_segments, 5, dtype=torch.float64))  # fmt: skip
+        self.layout = Layout(
+            torch.zeros(W, self.scene.max_columns, 3, dtype=torch.float64),
+            torch.zeros(W, self.scene.max_wall_segments, 5, dtype=torch.float64),
+        )
         self.goal = z(3)
         self.planner = MinJerkGoto(z(3), z(3), torch.ones(W, N, dtype=torch.float64))
         self.t = torch.zeros(W, dtype=torch.float64)
@@ -254,8 +267,14 @@ class CrazyflieSwarm(CbfTeacher, Task):
                 if gap.any():
                     start[gap], goal[gap], lay = self._gap_scene(int(gap.sum()), mix)
                     self.layout.columns[ids[gap]], self.layout.walls[ids[gap]] = lay.columns, lay.walls
-        write_layout(Layout(self.layout.columns[ids], self.layout.walls[ids]), ids, self.mocap_pos, self.mocap_quat,
-                     self.scene, self.obstacle_mocap)  # fmt: skip
+        write_layout(
+            Layout(self.layout.columns[ids], self.layout.walls[ids]),
+            ids,
+            self.mocap_pos,
+            self.mocap_quat,
+            self.scene,
+            self.obstacle_mocap,
+        )
         qpos = b.qpos[ids]
         qpos[:, self.qidx[:, 0:3]] = start
         qpos[:, self.qidx[:, 3:7]] = torch.tensor([1.0, 0, 0, 0], dtype=torch.float64)
@@ -286,8 +305,7 @@ class CrazyflieSwarm(CbfTeacher, Task):
         for buf in (self.hold_steps, self.speed_steps, self.speed_sum):
             buf[ids] = 0
         self.reached_t[ids] = math.nan
-        for buf in (self.obst_collided, self.neigh_collided, self.crashed, self.in_obst_contact,
-                    self.in_neigh_contact):  # fmt: skip
+        for buf in (self.obst_collided, self.neigh_collided, self.crashed, self.in_obst_contact, self.in_neigh_contact):
             buf[ids] = False
         self.pos_3s_ago[:, ids] = start
         self.sensors.reset(ids)
@@ -375,8 +393,12 @@ class CrazyflieSwarm(CbfTeacher, Task):
 
     def _per_drone_obs(self, raw: dict[str, torch.Tensor]) -> torch.Tensor:
         nb = self._observed_neighbours(torch.cat([raw["position"], raw["velocity"]], -1))
-        self_terms = [raw["position"] - self.sp_pos, raw["velocity"] - self.sp_vel, raw["rotation"],
-                      raw["angular_velocity"]]  # fmt: skip
+        self_terms = [
+            raw["position"] - self.sp_pos,
+            raw["velocity"] - self.sp_vel,
+            raw["rotation"],
+            raw["angular_velocity"],
+        ]
         return torch.cat(self_terms + [nb.flatten(-2), self.tof], dim=-1)
 
     def observations(self) -> dict[str, torch.Tensor]:

@@ -220,8 +220,10 @@ class QuadrupedVelocity(Task):
 
     def sample_commands(self, ids: torch.Tensor) -> None:
         k = len(ids)
-        cmd = torch.stack([self._uniform(k, *self.lin_vel_x), self._uniform(k, *self.lin_vel_y),
-                           self._uniform(k, *self.yaw_rate)], dim=1)  # fmt: skip
+        cmd = torch.stack(
+            [self._uniform(k, *self.lin_vel_x), self._uniform(k, *self.lin_vel_y), self._uniform(k, *self.yaw_rate)],
+            dim=1,
+        )
         small = cmd[:, :2].norm(dim=1) < self.min_command_speed
         cmd[small, :2] = 0.0
         self.command[ids] = cmd
@@ -233,8 +235,9 @@ class QuadrupedVelocity(Task):
         if not ran.numel():
             return
         walked = self.walked[ran]  # from the last step: the backend has already reset these worlds' state
-        self.level[ran] = next_levels(self.level[ran], walked, self.cmd_distance[ran], self.terrain_tile_m,
-                                      self.terrain_levels, self.rng)  # fmt: skip
+        self.level[ran] = next_levels(
+            self.level[ran], walked, self.cmd_distance[ran], self.terrain_tile_m, self.terrain_levels, self.rng
+        )
 
     def _spawn_points(self, ids: torch.Tensor) -> torch.Tensor:
         k = len(ids)
@@ -256,8 +259,9 @@ class QuadrupedVelocity(Task):
         yaw = self._uniform(k, -math.pi, math.pi)
         b.qpos[ids, 0:2] = spawn[:, 0:2]
         b.qpos[ids, 2] = spawn[:, 2] + SPAWN_HEIGHT
-        b.qpos[ids, 3:7] = torch.stack([torch.cos(yaw / 2), torch.zeros_like(yaw), torch.zeros_like(yaw),
-                                        torch.sin(yaw / 2)], dim=1)  # fmt: skip
+        b.qpos[ids, 3:7] = torch.stack(
+            [torch.cos(yaw / 2), torch.zeros_like(yaw), torch.zeros_like(yaw), torch.sin(yaw / 2)], dim=1
+        )
         q = self.act_offset.repeat(k, 1)
         b.qvel[ids] = 0.0
         if d:
@@ -460,8 +464,9 @@ class QuadrupedVelocity(Task):
         lin_err = self.err_sums[ids, 0] / counted
         yaw_err = self.err_sums[ids, 1] / counted
         fell = self.fell[ids]
-        success = (time_outs[ids] & ~fell & (lin_err < self.success_lin_vel_error)
-                   & (yaw_err < self.success_yaw_rate_error))  # fmt: skip
+        success = (
+            time_outs[ids] & ~fell & (lin_err < self.success_lin_vel_error) & (yaw_err < self.success_yaw_rate_error)
+        )
         out = {
             "success": success.double(),
             "crash": fell.double(),
@@ -475,8 +480,16 @@ class QuadrupedVelocity(Task):
         return out
 
     def controller_state(self) -> list[torch.Tensor]:
-        return [self.action, self.target, self.command, self.air_time, self.last_contact, self.level,
-                self.err_sums, self.drift]  # fmt: skip
+        return [
+            self.action,
+            self.target,
+            self.command,
+            self.air_time,
+            self.last_contact,
+            self.level,
+            self.err_sums,
+            self.drift,
+        ]
 
 
 def _yaw(q_wxyz: torch.Tensor) -> torch.Tensor:
