@@ -1,4 +1,4 @@
-"""Classical planners for the Crazyflie team in clutter (issue 8), and the metrics every method is scored by.
+"""Classical planners for the Crazyflie team in clutter, and the metrics every method is scored by.
 
 All three fly the task's min-jerk go-to setpoints with the same geometric controller
 (sim.robots.goto_planner.accel_to_motors), in `motors` mode, so they differ only in how they avoid:

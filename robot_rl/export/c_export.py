@@ -1,4 +1,4 @@
-"""Compact per-drone swarm policies -> plain C99 for a Crazyflie's STM32F405 (issue 8, "fly it fully on board").
+"""Compact per-drone swarm policies -> plain C99 for a Crazyflie's STM32F405, so the policy flies fully on board.
 
 export_c writes <name>.c and <name>.h with one function, ``void <name>(const float obs[OBS_DIM], float out[4])``,
 that runs ONE drone's observation through the policy's normalization and ``drone()`` path. The weights and the

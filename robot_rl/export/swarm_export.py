@@ -1,4 +1,4 @@
-"""A swarm checkpoint -> one drone's policy bundle (issue 8, build item 7).
+"""A swarm checkpoint -> one drone's policy bundle.
 
 The team actor applies one shared-weight network to each drone's observation, so what a drone runs is that
 network alone: policy.onnx maps ONE drone's raw observation (D values, normalization inside) to its four raw

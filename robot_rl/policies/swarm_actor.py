@@ -1,4 +1,4 @@
-"""The swarm policies as rsl_rl actors: one shared-weight network per drone, trained by our PPO (issue 8).
+"""The swarm policies as rsl_rl actors: one shared-weight network per drone, trained by our PPO.
 
 rsl_rl builds its actor from ``class_name`` (PPO.construct_algorithm). SwarmActorModel is an rsl_rl
 MLPModel whose two pieces are swapped:

@@ -1,4 +1,4 @@
-"""Compact per-drone policies for the Crazyflie team (LEARN, issue 8), small enough for a Crazyflie's MCU.
+"""Compact per-drone policies for the Crazyflie team (LEARN), small enough for a Crazyflie's MCU.
 
 SwarmAttentionPolicy reproduces the architecture recovered from LEARN's on-board C arrays
 (crazyflie_ros2_facts.md 1.1): self MLP 18 -> 16; neighbour MLP (k x 6) -> 16; obstacle MLP (ToF) -> 16;

@@ -10,7 +10,7 @@ from robot_rl.store.db import Database, Tx
 from robot_rl.store.stats import mean_ci95_from_sums
 
 LEADERBOARD_LIMIT = 50  # runs per page by default
-MAX_LEADERBOARD_LIMIT = 500  # a page, not the whole store: 10,000 rows were 5 MB per request
+MAX_LEADERBOARD_LIMIT = 500  # a page, not the whole store: 10,000 rows are 5 MB per request
 _FILTERS = ("task", "algo", "reward", "guidance")
 _CACHE_ENTRIES = 64
 _GROUPS_SQL = (

@@ -58,8 +58,8 @@ class DaggerConfig:
     max_grad_norm: float = 1.0
     # execute every action (the teacher's too) with the actor's own Gaussian noise, as PPO's rollouts will:
     # the normalizer statistics then match PPO's, whose updates would otherwise rescale the inputs under the
-    # warm-started weights (without it, PPO's noisy rollouts doubled the body-rate std within 20 iterations
-    # and the student, its rate damping halved, tumbled); the student also learns to recover from the noise
+    # warm-started weights (without it, PPO's noisy rollouts double the body-rate std within 20 iterations:
+    # the student's rate damping halves and it tumbles); the student also learns to recover from the noise
     exploration_noise: bool = True
     # PPO iterations with the actor frozen after DAgger: the critic learns the student's values under the
     # run's rewards, so PPO's first updates follow advantages instead of an untrained critic's noise

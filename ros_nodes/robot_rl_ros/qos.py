@@ -33,7 +33,7 @@ LATCHED = QoSProfile(
 
 # Diagnostics: reliable, with a queue deep enough that a reader stalled for a few seconds loses no
 # intervention event. Each event is reported once; lock-step simulation runs faster than real time and
-# several nodes share the topic, so 20 samples (4 s of one node at 5 Hz) were lost on a loaded machine.
+# several nodes share the topic; 20 samples (4 s of one node at 5 Hz) are too few on a loaded machine.
 DIAGNOSTICS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
     depth=200,

@@ -28,7 +28,7 @@ PARAMS = {
     **BASE_PARAMS,
     # Lock-step: time advances without a command only after this much wall time; shorter, a policy process
     # stalled by a loaded machine (0.1-0.4 s) lets steps pass without commands until the safety node falls
-    # back for a stale policy (seen in CI: HOVER at 1.86 s of a lock-step flight). Only a dead policy expires it.
+    # back for a stale policy. Only a dead policy expires it.
     "step_timeout_s": 2.0,
     "initial_position": [0.0, 0.0, -1.0],  # z < 0: resting on the ground
     "rate_hz": 100.0,  # the simulator's step is 0.01 s; this is how often it is stepped in wall mode

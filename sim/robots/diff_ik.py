@@ -160,8 +160,8 @@ class DiffIK:
 
     Each step integrates on the previous joint target, not on the measured joints (see reference()):
     servos lag their targets by a few tens of ms, and an IK that re-aims from the measured joints
-    every control step throws the lagging part of each command away (measured before this change:
-    a 1 cm TCP command moved the TCP 0.34 cm, for good).
+    every control step throws the lagging part of each command away (measured: a 1 cm TCP command
+    then moves the TCP 0.34 cm).
     """
 
     damping: float = 0.05  # lambda: keeps steps bounded near singularities (stretched arm, q5 ~ 0)

@@ -16,7 +16,7 @@ Layout (2-D clutter, obstacles span floor to ceiling, as in LEARN / quad-swarm-r
 Collision bits: obstacles (contype 2, conaffinity 0) never collide with each other or the floor;
 drones (contype 1, conaffinity 3) collide with obstacles, the floor and each other.
 Obstacles are massless: the model's air density and viscosity (the drones' fluid drag) would otherwise
-make MuJoCo compute fluid forces for all 96 static obstacle bodies every substep, which halved the
+make MuJoCo compute fluid forces for all 96 static obstacle bodies every substep, which halves the
 team's stepping rate (drone trajectories are bit-identical either way).
 """
 
@@ -95,31 +95,15 @@ def build_mjcf(cfg: ClutterConfig) -> str:
     ):
         ET.SubElement(world, "geom", name=name, type="box", pos=pos, size=size, rgba="0.8 0.8 0.8 0.2")
     ET.SubElement(world, "camera", name="overview", pos=f"0 {-ly - 2} {h + 4}", xyaxes="1 0 0 0 0.8 0.6")
+    # obstacles are parked mocap bodies that each scene moves into place; contype 2 is the drones' ToF rays'
+    obstacle = {"contype": "2", "conaffinity": "0", "mass": "0", "material": "obstacle"}
     for i in range(cfg.max_columns):
         b = ET.SubElement(world, "body", name=f"column{i}", mocap="true", pos=f"0 0 {PARK_Z}")
-        ET.SubElement(
-            b,
-            "geom",
-            type="cylinder",
-            size=f"{cfg.column_diameter / 2} {h / 2}",
-            contype="2",
-            conaffinity="0",
-            mass="0",
-            material="obstacle",
-        )
+        ET.SubElement(b, "geom", type="cylinder", size=f"{cfg.column_diameter / 2} {h / 2}", **obstacle)
     for i in range(cfg.max_wall_segments):
         b = ET.SubElement(world, "body", name=f"wallseg{i}", mocap="true", pos=f"0 0 {PARK_Z}")
         # half length cell_min / 2; sample_layouts tiles longer walls with overlapping segments
-        ET.SubElement(
-            b,
-            "geom",
-            type="box",
-            size=f"{cfg.cell_min / 2} {cfg.wall_thickness / 2} {h / 2}",
-            contype="2",
-            conaffinity="0",
-            mass="0",
-            material="obstacle",
-        )
+        ET.SubElement(b, "geom", type="box", size=f"{cfg.cell_min / 2} {cfg.wall_thickness / 2} {h / 2}", **obstacle)
     template = src.find("worldbody/body")
     actuators = ET.SubElement(root, "actuator")
     for k, name in enumerate(drone_names(cfg.num_drones)):

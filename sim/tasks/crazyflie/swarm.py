@@ -1,4 +1,4 @@
-"""Crazyflie team in clutter (LEARN, issue 8): N drones fly min-jerk go-to setpoints across a cluttered
+"""Crazyflie team in clutter (LEARN): N drones fly min-jerk go-to setpoints across a cluttered
 room, sensing obstacles with ToF rows and neighbours through delayed radio broadcasts.
 
 One world = one whole team. Actions are `motors` mode per drone, drone-major: the env's
