@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from robot_conventions import observation_ops as ops
+
 # quat_xyzw_to_rotmat's nine entries as 2 (a b + c d), from 18 products of gathered components in x, y, z, w
 # order: left factors carry the 2 and the sign, which is exact, so each entry rounds as the textbook formula
 # 1 - 2 (y y + z z), 2 (x y - w z), ... does, in a dozen torch calls instead of some forty (tasks run it every
@@ -50,12 +52,14 @@ def to_body(v: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
 
 # Each op gets its inputs and a function that returns the rotation matrix of a quaternion input
 # (computed once per build: several terms of one layout use the same attitude).
+# k_nearest_relative has no entry: the swarm task computes its neighbour tokens itself
+# (sim.tasks.crazyflie.swarm.SwarmTask._observed_neighbours).
 OPS = {
-    "identity": lambda rot, a: a,
-    "difference": lambda rot, a, b: a - b,
-    "rotmat_from_quat_xyzw": lambda rot, q: rot(q).flatten(-2),
-    "body_frame": lambda rot, v, q: to_body(v, rot(q)),
-    "body_frame_difference": lambda rot, a, b, q: to_body(a - b, rot(q)),
+    ops.IDENTITY: lambda rot, a: a,
+    ops.DIFFERENCE: lambda rot, a, b: a - b,
+    ops.ROTMAT_FROM_QUAT_XYZW: lambda rot, q: rot(q).flatten(-2),
+    ops.BODY_FRAME: lambda rot, v, q: to_body(v, rot(q)),
+    ops.BODY_FRAME_DIFFERENCE: lambda rot, a, b, q: to_body(a - b, rot(q)),
 }
 
 

@@ -7,7 +7,7 @@ count."""
 import grimp
 import pytest
 
-ROOTS = ("sim", "robot_rl", "robot_rl_ros")
+ROOTS = ("sim", "robot_rl", "robot_rl_ros", "robot_conventions")
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robot_rl.deploy.units import quat_wxyz_to_rotmat, quat_xyzw_to_wxyz
+from robot_conventions import observation_ops as ops
+from robot_conventions.frames import quat_wxyz_to_rotmat, quat_xyzw_to_wxyz
+from robot_conventions.observation_ops import FAR_NEIGHBOUR_M
 
 
 def _identity(a: np.ndarray) -> np.ndarray:
@@ -37,9 +39,8 @@ def _body_frame_difference(a: np.ndarray, b: np.ndarray, q_xyzw: np.ndarray) -> 
     return _to_body(a - b, q_xyzw)
 
 
-# Padding for neighbour slots no broadcast fills (fewer drones than k + 1): far away and still, as in training
+# FAR_NEIGHBOUR_M (robot_conventions.observation_ops) pads neighbour slots no broadcast fills, as in training
 # (sim.tasks.crazyflie.swarm_config.FAR).
-FAR_NEIGHBOUR_M = 5.0
 
 
 def _k_nearest_relative(position: np.ndarray, velocity: np.ndarray, neighbours: np.ndarray, k: int) -> np.ndarray:
@@ -57,17 +58,18 @@ def _k_nearest_relative(position: np.ndarray, velocity: np.ndarray, neighbours: 
     return np.concatenate([nearest, pad], axis=-2).reshape(*own.shape[:-1], 6 * k)
 
 
-# op name -> (function, number of inputs); a term's size is checked against its layout dim after the op
-OPS = {
-    "identity": (_identity, 1),
-    "difference": (_difference, 2),
-    "rotmat_from_quat_xyzw": (_rotmat_from_quat_xyzw, 1),
-    "body_frame": (_to_body, 2),
-    "body_frame_difference": (_body_frame_difference, 3),
+_FUNCTIONS = {
+    ops.IDENTITY: _identity,
+    ops.DIFFERENCE: _difference,
+    ops.ROTMAT_FROM_QUAT_XYZW: _rotmat_from_quat_xyzw,
+    ops.BODY_FRAME: _to_body,
+    ops.BODY_FRAME_DIFFERENCE: _body_frame_difference,
     # k neighbour slots of 6 values each: k comes from the term's dim (validated at load), not from the inputs,
     # whose number of neighbours heard varies
-    "k_nearest_relative": (_k_nearest_relative, 3),
+    ops.K_NEAREST_RELATIVE: _k_nearest_relative,
 }
+# op name -> (function, number of inputs); a term's size is checked against its layout dim after the op
+OPS = {name: (_FUNCTIONS[name], ops.OP_ARITY[name]) for name in ops.OBSERVATION_OPS}
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ class ObsTerm:
             raise ValueError(f"observation term '{term.name}' has unknown op '{term.op}' (known: {sorted(OPS)})")
         if len(term.inputs) != OPS[term.op][1]:
             raise ValueError(f"observation term '{term.name}': op '{term.op}' takes {OPS[term.op][1]} inputs")
-        if term.op == "k_nearest_relative" and (term.dim <= 0 or term.dim % 6):
+        if term.op == ops.K_NEAREST_RELATIVE and (term.dim <= 0 or term.dim % 6):
             raise ValueError(f"observation term '{term.name}': k_nearest_relative needs a dim of 6 k, not {term.dim}")
         return term
 
@@ -162,7 +164,7 @@ def build_observation(terms: list[ObsTerm], raw: dict[str, np.ndarray]) -> np.nd
             if not np.all(np.isfinite(a)):
                 raise ValueError(f"raw state '{key}' is not finite: {a}")
             args.append(a)
-        if term.op == "k_nearest_relative":
+        if term.op == ops.K_NEAREST_RELATIVE:
             value = _k_nearest_relative(*args, k=term.dim // 6)
         else:
             value = OPS[term.op][0](*args)

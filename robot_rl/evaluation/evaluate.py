@@ -45,7 +45,7 @@ def swarm_deploy_policy(runtime, seed: int = 0) -> Policy:
     batched: each drone's raw state as its nodes have it (own odometry, the planner's setpoint, its ToF
     zones, the other drones' delayed broadcasts). With the env's observation noise on, position, velocity
     and angular velocity get the task's noise; the attitude arrives as a quaternion and stays exact."""
-    from robot_rl.deploy.units import quat_wxyz_to_xyzw
+    from robot_conventions.frames import quat_wxyz_to_xyzw
     from sim.tasks.crazyflie.swarm_config import OBS_NOISE_STD
 
     rng = np.random.default_rng(seed)

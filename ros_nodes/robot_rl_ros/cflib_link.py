@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from robot_rl.deploy.units import SETPOINT_THRUST_MAX
+from robot_conventions.units import SETPOINT_THRUST_MAX
 
 # Log blocks hold at most 26 bytes: position + velocity as 6 floats, attitude as 4 floats + 3 half floats.
 LOG_PV = [

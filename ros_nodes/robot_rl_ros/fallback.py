@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from robot_conventions.units import GRAVITY as G
 from robot_rl_ros.limits import yaw_rad
 
-G = 9.81
 MOTORS_OFF = np.zeros(4)
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from robot_rl.deploy.units import quat_wxyz_to_rotmat, quat_xyzw_to_wxyz
+from robot_conventions.frames import quat_wxyz_to_rotmat, quat_xyzw_to_wxyz
 
 
 @dataclass

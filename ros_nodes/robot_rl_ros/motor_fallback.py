@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from robot_rl.deploy.units import quat_wxyz_to_rotmat, quat_xyzw_to_wxyz
-
-GRAVITY = 9.81
+from robot_conventions.frames import quat_wxyz_to_rotmat, quat_xyzw_to_wxyz
+from robot_conventions.units import GRAVITY
 
 
 @dataclass

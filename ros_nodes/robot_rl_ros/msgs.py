@@ -1,4 +1,4 @@
-"""Conversions between ROS messages and robot_rl raw state / commands (units via robot_rl.deploy.units)."""
+"""Conversions between ROS messages and robot_rl raw state / commands (units via robot_conventions.units)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from geometry_msgs.msg import PointStamped, Twist, TwistStamped
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Imu, JointState, LaserScan
 
-from robot_rl.deploy.units import cmd_vel_legacy_to_rpyt, rpyt_to_cmd_vel_legacy
+from robot_conventions.units import cmd_vel_legacy_to_rpyt, rpyt_to_cmd_vel_legacy
 
 
 def stamp_to_s(stamp: Time) -> float:

@@ -31,7 +31,7 @@ from nav_msgs.msg import Odometry
 from sensor_msgs.msg import LaserScan
 from std_msgs.msg import Float64MultiArray
 
-from robot_rl.deploy.units import quat_wxyz_to_xyzw
+from robot_conventions.frames import quat_wxyz_to_xyzw
 from robot_rl_ros import qos
 from robot_rl_ros.commander import gated_subscription
 from robot_rl_ros.msgs import range_zones, raw_to_odometry, setpoint_odometry

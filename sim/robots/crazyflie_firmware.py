@@ -19,12 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
-PWM_MAX = 65535.0
-PWM_TO_RPM_A = 0.2685  # same identification as robot_rl.deploy.units (sim may not import it)
-PWM_TO_RPM_B = 4070.3
-KF_N_PER_RPM2 = 3.16e-10
-# torch.rad2deg's factor (ATen's M_180_PI): x * RAD2DEG is torch.rad2deg(x) bit for bit, in one call instead of three
-RAD2DEG = float("57.295779513082320876798154814105170332405472466564")
+# the PWM range and PWM -> rpm -> thrust identification the deploy runtime uses too; x * RAD2DEG is
+# torch.rad2deg(x) bit for bit, in one call instead of three
+from robot_conventions.units import KF_N_PER_RPM2, PWM_MAX, PWM_TO_RPM_A, PWM_TO_RPM_B, RAD2DEG
 
 # Per motor: +1/-1 multipliers of (roll, pitch, yaw) outputs; from positions (+x,-y), (-x,-y), (-x,+y), (+x,+y):
 # roll torque = y f, pitch torque = -x f, yaw from the actuator gear signs (-, +, -, +).

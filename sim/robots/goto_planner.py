@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-GRAVITY = 9.81
+from robot_conventions.units import GRAVITY
+
 ARM = 0.0325  # m per axis, motor offset from the centre (crazyflie.xml)
 TORQUE_RATIO = (-0.006, 0.006, -0.006, 0.006)  # yaw torque per newton, m1..m4 (gear[5])
 MOTOR_MAX_N = 0.15  # thrust of a normalized command of 1 (task motors mode)

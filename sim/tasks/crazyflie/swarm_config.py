@@ -2,11 +2,13 @@
 
 from dataclasses import dataclass
 
+from robot_conventions.observation_ops import FAR_NEIGHBOUR_M
+
 HELD_OUT_BASE = 1_000_000
 NEIGHBOUR_HIT = 0.12  # m centre to centre: the collision boxes touch
 OBSTACLE_HIT = 0.06  # m centre to obstacle surface
 OBS_NOISE_STD = {"position": 0.005, "velocity": 0.02, "rotation": 0.005, "angular_velocity": 0.05}
-FAR = 5.0  # padding for missing neighbours (fewer drones than k + 1), metres
+FAR = FAR_NEIGHBOUR_M  # padding for missing neighbours (fewer drones than k + 1), metres
 
 
 @dataclass
