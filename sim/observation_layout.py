@@ -53,7 +53,7 @@ def to_body(v: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
 # Each op gets its inputs and a function that returns the rotation matrix of a quaternion input
 # (computed once per build: several terms of one layout use the same attitude).
 # k_nearest_relative has no entry: the swarm task computes its neighbour tokens itself
-# (sim.tasks.crazyflie.swarm.SwarmTask._observed_neighbours).
+# (sim.tasks.crazyflie.swarm.CrazyflieSwarm._observed_neighbours).
 OPS = {
     ops.IDENTITY: lambda rot, a: a,
     ops.DIFFERENCE: lambda rot, a, b: a - b,
