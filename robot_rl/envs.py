@@ -7,7 +7,7 @@ from omegaconf import DictConfig, OmegaConf
 from tensordict import TensorDict
 
 from robot_rl.config import ConfigError
-from sim.env import BatchedEnv, EnvConfig, GuidanceHooks
+from sim.env import BatchedEnv, EnvConfig, EnvWrapper
 from sim.tasks import make_task
 
 
@@ -56,7 +56,7 @@ def make_env(
     return env
 
 
-class PerDroneEnv(GuidanceHooks):
+class PerDroneEnv(EnvWrapper):
     """A swarm env seen by PPO as one environment per drone: per-drone credit assignment.
 
     The team env (W worlds, N drones) gives PPO one reward per world, the team mean, so every drone's
@@ -114,12 +114,3 @@ class PerDroneEnv(GuidanceHooks):
             final["terms"] = {k: v.repeat_interleave(N) for k, v in extras["final"]["terms"].items()}  # team sums
             out["final"] = final
         return self._split(obs), reward, dones.repeat_interleave(N), out
-
-    def stagger_episodes(self) -> None:
-        self.env.stagger_episodes()
-
-    def state_hash(self) -> str:
-        return self.env.state_hash()
-
-    def close(self) -> None:
-        self.env.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sim.env import BatchedEnv, EnvConfig
+from sim.env import sitl_env
 from sim.robots.diff_ik import forward_kinematics
 from sim.tasks.arm import ARM_DOF, FINGER_QPOS, ArmReach
 
@@ -20,17 +20,7 @@ ARM_JOINT_NAMES = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_join
 
 class ArmSitl:
     def __init__(self, seed: int = 0, randomize: bool = False, target=(0.5, 0.0, 0.3)):
-        cfg = EnvConfig(
-            num_worlds=1,
-            seed=seed,
-            nthread=1,
-            episode_length_s=1e9,
-            randomization="train" if randomize else "none",
-            obs_noise=False,
-            action_latency=randomize,
-            pushes=False,
-        )
-        self.env = BatchedEnv(ArmReach(action_mode="ee_position"), cfg)
+        self.env = sitl_env(ArmReach(action_mode="ee_position"), seed, randomize)
         self.task = self.env.task
         self.dt = self.task.control_dt
         self.time = 0.0

@@ -9,23 +9,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sim.env import BatchedEnv, EnvConfig
+from sim.env import sitl_env
 from sim.tasks.crazyflie import REST_Z, CrazyflieHover
 
 
 class CrazyflieSitl:
     def __init__(self, seed: int = 0, randomize: bool = False, goal=(0.0, 0.0, 1.0)):
-        cfg = EnvConfig(
-            num_worlds=1,
-            seed=seed,
-            nthread=1,
-            episode_length_s=1e9,
-            randomization="train" if randomize else "none",
-            obs_noise=False,
-            action_latency=randomize,
-            pushes=False,
-        )
-        self.env = BatchedEnv(CrazyflieHover(goal=tuple(goal)), cfg)
+        self.env = sitl_env(CrazyflieHover(goal=tuple(goal)), seed, randomize)
         self.task = self.env.task
         self.dt = self.task.control_dt
         self.time = 0.0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sim.env import BatchedEnv, EnvConfig
+from sim.env import sitl_env
 from sim.tasks.crazyflie import CrazyflieSwarm
 
 
@@ -37,17 +37,8 @@ class CrazyflieSwarmSitl:
         tof_noise: bool = False,
         **params,
     ):
-        cfg = EnvConfig(
-            num_worlds=1,
-            seed=seed,
-            nthread=1,
-            episode_length_s=1e9,
-            randomization="train" if randomize else "none",
-            obs_noise=False,
-            action_latency=False,
-            pushes=False,
-        )
-        self.env = BatchedEnv(swarm_task(num_drones, scene, scenario, tof_noise, **params), cfg)
+        task = swarm_task(num_drones, scene, scenario, tof_noise, **params)
+        self.env = sitl_env(task, seed, randomize, action_latency=False)
         self.task = self.env.task
         self.num_drones = num_drones
         self.dt = self.task.control_dt

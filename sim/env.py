@@ -198,3 +198,34 @@ class BatchedEnv(GuidanceHooks):
 
     def close(self) -> None:
         self.backend.close()
+
+
+class EnvWrapper(GuidanceHooks):
+    """Base of the envs that wrap a BatchedEnv (self.env) for a learner: forwards what passes through."""
+
+    env: BatchedEnv
+
+    def stagger_episodes(self) -> None:
+        self.env.stagger_episodes()
+
+    def state_hash(self) -> str:
+        return self.env.state_hash()
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def sitl_env(task, seed: int, randomize: bool, action_latency: bool | None = None) -> BatchedEnv:
+    """One world that never times out, as the SITL bridges step it: training randomization when randomize
+    (action latency with it unless told), no observation noise or pushes (the bridge adds sensor noise)."""
+    cfg = EnvConfig(
+        num_worlds=1,
+        seed=seed,
+        nthread=1,
+        episode_length_s=1e9,
+        randomization="train" if randomize else "none",
+        obs_noise=False,
+        action_latency=randomize if action_latency is None else action_latency,
+        pushes=False,
+    )
+    return BatchedEnv(task, cfg)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sim.env import BatchedEnv, EnvConfig
+from sim.env import sitl_env
 from sim.observation_layout import quat_xyzw_to_rotmat, to_body
 from sim.tasks.quadruped import QuadrupedVelocity
 from sim.tasks.quadruped.constants import JOINT_NAMES
@@ -20,17 +20,7 @@ __all__ = ["JOINT_NAMES", "QuadrupedSitl"]
 
 class QuadrupedSitl:
     def __init__(self, seed: int = 0, randomize: bool = False):
-        cfg = EnvConfig(
-            num_worlds=1,
-            seed=seed,
-            nthread=1,
-            episode_length_s=1e9,
-            randomization="train" if randomize else "none",
-            obs_noise=False,
-            action_latency=randomize,
-            pushes=False,
-        )
-        self.env = BatchedEnv(QuadrupedVelocity(terrain="flat", command_resample_s=0.0), cfg)
+        self.env = sitl_env(QuadrupedVelocity(terrain="flat", command_resample_s=0.0), seed, randomize)
         self.task = self.env.task
         self.dt = self.task.control_dt
         self.time = 0.0

@@ -115,6 +115,21 @@ def _summary(obs: Observer, finished: bool, graph: SitlGraph) -> dict:
     }
 
 
+def _states(obs) -> tuple[np.ndarray, np.ndarray]:
+    """The observed states as arrays: stamps (T,) and state vectors (T, D)."""
+    return np.array([s[0] for s in obs.states]), np.array([s[1] for s in obs.states])
+
+
+def _hold_errors(t: np.ndarray, err: np.ndarray, hold_s: float) -> dict:
+    """The final error and the error statistics over the last hold_s seconds."""
+    hold = err[t >= t[-1] - hold_s]
+    return {
+        "final_error_m": float(err[-1]),
+        "hold_max_error_m": float(hold.max()),
+        "hold_median_error_m": float(np.median(hold)),
+    }
+
+
 def fly(
     bundle_dir: str,
     seconds: float = 15.0,
@@ -137,16 +152,12 @@ def fly(
         seconds,
         wall_timeout_s or (10.0 + seconds * (3.0 if lockstep else 1.5)),
     )
-    t = np.array([s[0] for s in obs.states])
-    pos = np.array([s[1] for s in obs.states])
+    t, pos = _states(obs)
     err = np.linalg.norm(pos - goal, axis=1)
-    hold = err[t >= t[-1] - hold_s]
     return {
         **_summary(obs, finished, graph),
         "final_position": pos[-1].tolist(),
-        "final_error_m": float(err[-1]),
-        "hold_max_error_m": float(hold.max()),
-        "hold_median_error_m": float(np.median(hold)),
+        **_hold_errors(t, err, hold_s),
         "hold_s": hold_s,
     }
 
@@ -177,17 +188,13 @@ def reach(
         seconds,
         wall_timeout_s or (15.0 + seconds * (4.0 if lockstep else 1.5)),
     )
-    t = np.array([s[0] for s in obs.states])
-    q = np.array([s[1] for s in obs.states])
+    t, q = _states(obs)
     tcp = forward_kinematics(spec, q[:, :7]).tcp[:, :3, 3]
     err = np.linalg.norm(tcp - target, axis=1)
-    hold = err[t >= t[-1] - hold_s]
     return {
         **_summary(obs, finished, graph),
         "final_tcp": tcp[-1].tolist(),
-        "final_error_m": float(err[-1]),
-        "hold_max_error_m": float(hold.max()),
-        "hold_median_error_m": float(np.median(hold)),
+        **_hold_errors(t, err, hold_s),
         "hold_max_command_gap_s": _command_gap(obs, t[-1] - hold_s),
         "first_within_2cm_s": float(t[np.argmax(err < 0.02)] - t[0]) if np.any(err < 0.02) else None,
     }
@@ -214,8 +221,7 @@ def walk(
         seconds,
         wall_timeout_s or (20.0 + seconds * (5.0 if lockstep else 1.5)),
     )
-    t = np.array([s[0] for s in obs.states])
-    x = np.array([s[1] for s in obs.states])
+    t, x = _states(obs)
     after = t >= t[0] + settle_s
     return {
         **_summary(obs, finished, graph),

@@ -95,7 +95,7 @@ def build_mjcf(cfg: ClutterConfig) -> str:
     ):
         ET.SubElement(world, "geom", name=name, type="box", pos=pos, size=size, rgba="0.8 0.8 0.8 0.2")
     ET.SubElement(world, "camera", name="overview", pos=f"0 {-ly - 2} {h + 4}", xyaxes="1 0 0 0 0.8 0.6")
-    # obstacles are parked mocap bodies that each scene moves into place; contype 2 is the drones' ToF rays'
+    # parked mocap bodies that each scene moves into place; collision bits as the module docstring says
     obstacle = {"contype": "2", "conaffinity": "0", "mass": "0", "material": "obstacle"}
     for i in range(cfg.max_columns):
         b = ET.SubElement(world, "body", name=f"column{i}", mocap="true", pos=f"0 0 {PARK_Z}")

@@ -129,3 +129,12 @@ class Task:
     def controller_state(self) -> list[torch.Tensor]:
         """Every tensor of internal state (filters, firmware, targets) that a state hash must cover."""
         raise NotImplementedError
+
+
+def worlds_due(step: torch.Tensor, period_s: float, control_dt: float, enabled: bool = True) -> torch.Tensor:
+    """Indices of the worlds whose episode step (n,) falls on a multiple of period_s (pushes): none unless
+    enabled."""
+    if not enabled:
+        return step.new_empty(0)
+    every = int(period_s / control_dt)
+    return ((step % every) == 0).nonzero().flatten()

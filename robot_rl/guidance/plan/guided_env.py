@@ -38,10 +38,10 @@ from robot_rl.guidance.plan.subgoals import PlanTables, subgoal_achieved, subgoa
 from robot_rl.guidance.plan.validation import validate_plan
 from robot_rl.guidance.plan.verification import PlanVerifier
 from robot_rl.guidance.plan.wrong_plans import inject_wrong_options
-from sim.env import GuidanceHooks
+from sim.env import EnvWrapper
 
 
-class PlanGuidedEnv(GuidanceHooks):
+class PlanGuidedEnv(EnvWrapper):
     """A BatchedEnv whose actions are residuals on top of a plan-following controller."""
 
     learns_online = True  # option choices and plan corrections
@@ -131,15 +131,6 @@ class PlanGuidedEnv(GuidanceHooks):
     @property
     def backend(self):
         return self.env.backend  # videos render it
-
-    def stagger_episodes(self) -> None:
-        self.env.stagger_episodes()
-
-    def state_hash(self) -> str:
-        return self.env.state_hash()
-
-    def close(self) -> None:
-        self.env.close()
 
     # -- plans and options -------------------------------------------------------------------------
     @property

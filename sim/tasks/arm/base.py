@@ -39,7 +39,7 @@ from sim.tasks.arm.scene import (
     object_quaternion,
     random_layout,
 )
-from sim.tasks.base import SceneView, Task
+from sim.tasks.base import SceneView, Task, worlds_due
 
 
 @dataclass
@@ -256,10 +256,7 @@ class ArmTask(Task, ABC):
         self._refresh_raw(None)
 
     def interval_events(self, step: torch.Tensor) -> None:
-        if not (self.cfg.pushes and self.dr):
-            return
-        every = int(self.push_interval_s / self.control_dt)
-        due = ((step % every) == 0).nonzero().flatten()
+        due = worlds_due(step, self.push_interval_s, self.control_dt, bool(self.cfg.pushes and self.dr))
         if due.numel():
             kick = self._uniform(len(due), -1.0, 1.0, ARM_DOF)
             self.backend.qvel[due, :ARM_DOF] += self.push_joint_speed * kick

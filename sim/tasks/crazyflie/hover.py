@@ -19,7 +19,7 @@ import torch
 from sim.observation_layout import build_observation, store_raw_rows
 from sim.robots import crazyflie_firmware_native as native
 from sim.robots.crazyflie_firmware import CrazyflieFirmware, written_key
-from sim.tasks.base import Task
+from sim.tasks.base import Task, worlds_due
 from sim.tasks.crazyflie.constants import MODEL_PATH, REST_Z
 from sim.tasks.crazyflie.hover_config import (
     ACTION_SPECS,
@@ -256,10 +256,7 @@ class CrazyflieHover(Task):
         return cmd * 0.15 * self.firmware.kf_scale  # motors: fraction of the nominal max thrust per motor
 
     def interval_events(self, step: torch.Tensor) -> None:
-        if not (self.cfg.pushes and self.dr):
-            return
-        every = int(self.push_interval_s / self.control_dt)
-        due = ((step % every) == 0).nonzero().flatten()
+        due = worlds_due(step, self.push_interval_s, self.control_dt, bool(self.cfg.pushes and self.dr))
         if due.numel():
             kick = torch.randn(len(due), 3, generator=self.rng, dtype=torch.float64)
             self.backend.qvel[due, 0:3] += self.push_speed * kick / kick.norm(dim=1, keepdim=True).clamp(min=1e-9)
