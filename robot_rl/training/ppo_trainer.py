@@ -38,6 +38,15 @@ def rsl_rl_config(algo: dict, task: Task) -> dict:
     "swarm_mlp": a per-drone shared-weight swarm policy (robot_rl.policies.swarm_actor; needs the task).
     """
     actor_dist = {"class_name": "GaussianDistribution", "init_std": float(algo["init_std"])}
+
+    def mlp(hidden_dims) -> dict:
+        return {
+            "class_name": "MLPModel",
+            "hidden_dims": list(hidden_dims),
+            "activation": str(algo["activation"]),
+            "obs_normalization": True,
+        }
+
     cfg = {
         "num_steps_per_env": int(algo["num_steps_per_env"]),
         "obs_groups": {"actor": ["policy"], "critic": ["critic"]},
@@ -56,19 +65,8 @@ def rsl_rl_config(algo: dict, task: Task) -> dict:
             "value_loss_coef": 1.0,
             "use_clipped_value_loss": True,
         },
-        "actor": {
-            "class_name": "MLPModel",
-            "hidden_dims": list(algo["actor_hidden_dims"]),
-            "activation": str(algo["activation"]),
-            "obs_normalization": True,
-            "distribution_cfg": actor_dist,
-        },
-        "critic": {
-            "class_name": "MLPModel",
-            "hidden_dims": list(algo["critic_hidden_dims"]),
-            "activation": str(algo["activation"]),
-            "obs_normalization": True,
-        },
+        "actor": {**mlp(algo["actor_hidden_dims"]), "distribution_cfg": actor_dist},
+        "critic": mlp(algo["critic_hidden_dims"]),
         "multi_gpu": None,
     }
     if algo.get("actor", "mlp") != "mlp":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from operator import methodcaller
+
 import numpy as np
 
 from robot_rl_ros.sitl_graph import SitlGraph
@@ -59,9 +61,21 @@ def fly_swarm(
     }
 
 
-def _run(namespace: str, lockstep: bool, robot: str, start, seconds: float, wall_timeout_s: float) -> tuple:
-    """Start a graph with start(graph), record it with an Observer for `seconds` of robot time.
-    Returns (observer, finished, graph)."""
+def _run(
+    namespace: str,
+    lockstep: bool,
+    robot: str,
+    start,
+    seconds: float,
+    wall_timeout_s: float | None,
+    startup_s: float,
+    lockstep_slowdown: float,
+) -> tuple:
+    """Start a graph with start(graph), record it with an Observer for `seconds` of robot time, within
+    wall_timeout_s of wall time (None or 0: startup_s plus the flight at lockstep_slowdown x real time in lock
+    step, 1.5x otherwise). Returns (observer, finished, graph)."""
+    if not wall_timeout_s:
+        wall_timeout_s = startup_s + seconds * (lockstep_slowdown if lockstep else 1.5)
     with SitlGraph(namespace, lockstep=lockstep) as graph:
         obs = Observer(namespace, graph.domain_id, use_sim_time=lockstep, robot=robot)
         try:
@@ -144,14 +158,8 @@ def fly(
     """Fly a bundle in SITL from the ground; returns errors, commands seen and safety interventions."""
     goal = np.asarray(goal, dtype=np.float64)
     hold_s = min(10.0, seconds / 2) if hold_s is None else hold_s
-    obs, finished, graph = _run(
-        namespace,
-        lockstep,
-        "crazyflie",
-        lambda g: g.start_flight(bundle_dir, goal, sim=sim, safety=safety),
-        seconds,
-        wall_timeout_s or (10.0 + seconds * (3.0 if lockstep else 1.5)),
-    )
+    start = methodcaller("start_flight", bundle_dir, goal, sim=sim, safety=safety)
+    obs, finished, graph = _run(namespace, lockstep, "crazyflie", start, seconds, wall_timeout_s, 10.0, 3.0)
     t, pos = _states(obs)
     err = np.linalg.norm(pos - goal, axis=1)
     return {
@@ -180,14 +188,8 @@ def reach(
 
     target = np.asarray(target, dtype=np.float64)
     spec = IKSpec.from_dict(load_bundle(bundle_dir).extra["ik"])
-    obs, finished, graph = _run(
-        namespace,
-        lockstep,
-        "arm",
-        lambda g: g.start_reach(bundle_dir, target, sim=sim, safety=safety),
-        seconds,
-        wall_timeout_s or (15.0 + seconds * (4.0 if lockstep else 1.5)),
-    )
+    start = methodcaller("start_reach", bundle_dir, target, sim=sim, safety=safety)
+    obs, finished, graph = _run(namespace, lockstep, "arm", start, seconds, wall_timeout_s, 15.0, 4.0)
     t, q = _states(obs)
     tcp = forward_kinematics(spec, q[:, :7]).tcp[:, :3, 3]
     err = np.linalg.norm(tcp - target, axis=1)
@@ -213,14 +215,8 @@ def walk(
     """Walk a quadruped bundle in SITL at a constant velocity command; returns the tracking errors
     after settle_s (body-frame velocity from the state estimator), commands seen and interventions."""
     command = np.asarray(command, dtype=np.float64)
-    obs, finished, graph = _run(
-        namespace,
-        lockstep,
-        "quadruped",
-        lambda g: g.start_walk(bundle_dir, command, safety=safety),
-        seconds,
-        wall_timeout_s or (20.0 + seconds * (5.0 if lockstep else 1.5)),
-    )
+    start = methodcaller("start_walk", bundle_dir, command, safety=safety)
+    obs, finished, graph = _run(namespace, lockstep, "quadruped", start, seconds, wall_timeout_s, 20.0, 5.0)
     t, x = _states(obs)
     after = t >= t[0] + settle_s
     return {
