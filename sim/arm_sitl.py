@@ -42,7 +42,7 @@ class ArmSitl:
         q = torch.as_tensor(np.asarray(joint_targets, dtype=np.float64)).reshape(1, ARM_DOF + 2)
         if not torch.all(torch.isfinite(q)):
             raise ValueError("SITL joint targets are not finite")
-        self.task.apply_joint_targets(q)
+        self.env.advance(self.task.joint_target_controls(q))
         self.time += self.dt
 
     def state(self) -> dict[str, np.ndarray]:

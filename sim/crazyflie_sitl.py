@@ -35,7 +35,7 @@ class CrazyflieSitl:
         cmd = torch.as_tensor(np.asarray(cmd, dtype=np.float64)).reshape(1, 4)
         if not torch.all(torch.isfinite(cmd)):
             raise ValueError("SITL command is not finite")
-        self.task.apply_command(cmd)
+        self.env.advance(self.task.command_controls(cmd))
         self.time += self.dt
 
     def state(self) -> dict[str, np.ndarray]:

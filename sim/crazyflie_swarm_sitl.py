@@ -55,7 +55,7 @@ class CrazyflieSwarmSitl:
         cmd = torch.as_tensor(np.asarray(motors, dtype=np.float64)).reshape(1, self.num_drones, 4)
         if not torch.all(torch.isfinite(cmd)):
             raise ValueError("swarm SITL motor command is not finite")
-        self.task.apply_motor_commands(cmd.clamp(0.0, 1.0))
+        self.env.advance(self.task.motor_controls(cmd.clamp(0.0, 1.0)))
         self.time += self.dt
 
     def state(self, i: int) -> dict[str, np.ndarray]:

@@ -1,8 +1,10 @@
 """The batched env: episodes, resets, time-outs and logging around a task. Satisfies rsl_rl's VecEnv.
 
-A task owns physics-specific work (state sampling, actions, observations, reward terms; its contract is
-sim/tasks/base.py); the env owns bookkeeping that every task shares, so task files stay one readable
-file per family.
+A task owns physics-specific work (state sampling, what its actions ask of the actuators, observations,
+reward terms; its contract is sim/tasks/base.py); the env owns the step and the bookkeeping every task
+shares, so task files stay one readable file per family. Each step runs the decimation loop
+(step_control_period): the task's `controls(actions)` for the period, `substeps` physics steps under them
+(an actuator model such as the Crazyflie firmware ticks before each), then the task's `after_physics()`.
 
 step(actions) returns (observations, reward, dones, extras). A world whose episode ends is reset within
 the same step, so the observations returned are already those of its next episode. extras holds
@@ -27,6 +29,7 @@ import torch
 from tensordict import TensorDict
 
 from sim.backends import load_model, make_backend
+from sim.tasks.base import Controls
 
 log = logging.getLogger("sim.env")
 
@@ -116,7 +119,7 @@ class BatchedEnv(GuidanceHooks):
         # costs the exact check)
         if not math.isfinite(actions.sum()) and not torch.all(torch.isfinite(actions)):
             raise ValueError("actions contain NaN or Inf")
-        self.task.apply_actions(actions.clamp(-1.0, 1.0))
+        self.advance(self.task.controls(actions.clamp(-1.0, 1.0)))
         self.episode_length_buf += 1
         self.task.interval_events(self.episode_length_buf)
 
@@ -172,6 +175,11 @@ class BatchedEnv(GuidanceHooks):
         log.update({f"metric_{k}": v.mean() for k, v in outcome.items()})
         log["terminated_frac"] = terminated[ids].double().mean()
         return log
+
+    def advance(self, controls: Controls) -> None:
+        """One control period under these controls, without the episode bookkeeping of step() (the SITL
+        helpers drive a robot in its own units this way)."""
+        step_control_period(self.task, controls)
 
     def reset_worlds(self, ids: torch.Tensor) -> None:
         """Start new episodes in these worlds (SITL helpers place worlds this way, then override the state)."""
@@ -229,3 +237,23 @@ def sitl_env(task, seed: int, randomize: bool, action_latency: bool | None = Non
         pushes=False,
     )
     return BatchedEnv(task, cfg)
+
+
+def step_control_period(task, controls: Controls) -> None:
+    """The decimation loop: the task's substeps of physics under one period's controls, then its
+    after_physics. A torch actuator model (per_substep) costs a backend call per substep; every other kind
+    runs the period as one batch call."""
+    backend, substeps = task.backend, task.substeps
+    if controls.per_substep is not None:
+        for k in range(substeps):
+            backend.ctrl.copy_(controls.per_substep(k))
+            backend.step(1)
+    else:
+        if controls.hold is not None:
+            backend.ctrl.copy_(controls.hold)
+        if controls.callback is not None:
+            with controls.callback:
+                backend.step(substeps)
+        else:
+            backend.step(substeps, ctrl=controls.schedule)
+    task.after_physics()

@@ -40,7 +40,7 @@ class QuadrupedSitl:
         if not all(torch.all(torch.isfinite(c)) for c in cmd):
             raise ValueError("SITL motor command is not finite")
         self.task.set_joint_gains(cmd[1], cmd[2])
-        self.task.apply_joint_targets(cmd[0])
+        self.env.advance(self.task.joint_target_controls(cmd[0]))
         self.time += self.dt
 
     def state(self) -> dict[str, np.ndarray]:

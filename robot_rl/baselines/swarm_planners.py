@@ -35,7 +35,7 @@ import torch
 import yaml
 
 from sim.backends import load_model, make_backend
-from sim.env import EnvConfig
+from sim.env import EnvConfig, step_control_period
 from sim.robots.goto_planner import CbfParams, TrackingGains, accel_to_motors, cbf_filter, tracking_acceleration
 from sim.sensors.tof import quat_wxyz_to_rotmat
 from sim.tasks.crazyflie import CrazyflieSwarm
@@ -157,7 +157,7 @@ def evaluate(
     steps = int(round(episode_s / task.control_dt))
     t0 = time.perf_counter()
     for _ in range(steps):
-        task.apply_motor_commands(controller(task))
+        step_control_period(task, task.motor_controls(controller(task)))
     wall = time.perf_counter() - t0
     out = task.drone_outcome()
     ttg = out["time_to_goal_s"]

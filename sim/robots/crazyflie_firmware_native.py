@@ -5,8 +5,9 @@ calls and ~40 small torch calls in Python. Here the same tick (crazyflie_firmwar
 arithmetic in float64) is installed as mjcb_control around one `batch.step(nstep=substeps)`: MuJoCo's
 threads run the firmware of each world right before its actuation, without the GIL.
 
-Per-world firmware state, DR parameters, gains, latency and the commands in flight live in MjData.userdata,
-which the batch keeps in each world's state row (the model needs nuserdata >= NUSERDATA:
+Per-world firmware state, DR parameters, gains, latency and the commands in flight live in MjData.userdata
+(MuJoCo's threads call the callback with a world's model and data only, so that is its memory), which the
+batch keeps in each world's state row (the model needs nuserdata >= NUSERDATA:
 model_with_userdata). The library is built with the system C compiler at first use, into a cache keyed by
 the source, the compiler and the MuJoCo version; without a compiler, load() returns None and says so once.
 """
@@ -241,17 +242,18 @@ class NativeFirmware:
     def state(self) -> list[torch.Tensor]:
         return [self.att_int, self.rate_int, self.rate_prev_err]
 
-    def step(self) -> None:
-        """One control period: `substeps` physics steps, the firmware ticking inside each, with the commands in
-        cmd_hist. mjcb_control is process-global: installed for this call only, the previous one restored; the C
-        function leaves worlds without the marker alone (other models stepped meanwhile, forward calls)."""
+    @contextmanager
+    def ticking(self):
+        """While one control period's substeps run: the firmware ticks inside each, with the commands in
+        cmd_hist. mjcb_control is process-global: installed for this period only, the previous one restored; the
+        C function leaves worlds without the marker alone (other models stepped meanwhile, forward calls)."""
         key = written_key(self.gain_scale, self.kf_scale, self.latency)
         if key is None or key != self._key:
             self._pack(slice(None))
             self._key = key
         self._ud[:, SUBSTEP] = 0.0
         with control_callback(self._control):
-            self.backend.step(self.substeps)
+            yield
         # mj_step resets a world after a warning (diverging state), userdata included: parameters back
         lost = np.flatnonzero(self._ud[:, MARKER] != MAGIC)
         if lost.size:

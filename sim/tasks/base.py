@@ -25,6 +25,8 @@ raise ValueError in `__post_init__`, an option the task lacks is a TypeError fro
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -56,6 +58,19 @@ class SceneView:
     object_half_height: float  # an object's centre rests this far above table_z
 
 
+@dataclass(frozen=True)
+class Controls:
+    """A control period's actuator controls, which the env applies over the task's substeps (the decimation
+    loop, sim.env.step_control_period). One of the fields is set, or none: the controls held as they are."""
+
+    hold: torch.Tensor | None = None  # (n, nu): written once, held for every substep
+    schedule: torch.Tensor | None = None  # (n, substeps, nu): row k written before substep k (latency)
+    # an actuator model stepped in torch: the controls (n, nu) before substep k, from the state then
+    per_substep: Callable[[int], torch.Tensor] | None = None
+    # an actuator model stepped by MuJoCo: a control callback installed while the substeps run
+    callback: AbstractContextManager | None = None
+
+
 class Task:
     """Base of every task; the class attributes below are the contract's fixed part."""
 
@@ -64,6 +79,7 @@ class Task:
     robot: ClassVar[str]
     model_path: Path | str
     control_dt: ClassVar[float]  # seconds per policy step
+    substeps: ClassVar[int]  # physics steps per policy step
     num_actions: int  # in policy space [-1, 1]
     action_mode: str
     action_spec: dict  # names, offset, scale, low, high: the actuator command = offset + scale * action
@@ -102,8 +118,12 @@ class Task:
         """Sample new episodes for these worlds (the backend has reset them to the model's default)."""
         raise NotImplementedError
 
-    def apply_actions(self, actions: torch.Tensor) -> None:
-        """(n, num_actions) in [-1, 1]: drive the actuators and step the physics one control period."""
+    def controls(self, actions: torch.Tensor) -> Controls:
+        """(n, num_actions) in [-1, 1]: this control period's actuator controls (the env steps the physics)."""
+        raise NotImplementedError
+
+    def after_physics(self) -> None:
+        """After the period's substeps: kinematics, per-episode status, the cached raw state."""
         raise NotImplementedError
 
     def interval_events(self, step: torch.Tensor) -> None:

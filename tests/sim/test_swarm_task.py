@@ -109,11 +109,12 @@ def test_cbf_filter_keeps_distance_constraint():
 
 def test_goto_baseline_hovers_and_flies_to_goal():
     from robot_rl.baselines.swarm_planners import GotoPlanner, make_task_env
+    from sim.env import step_control_period
 
     task = make_task_env(2, seed=0, density=0.0, num_drones=3)
     ctl = GotoPlanner()
     for _ in range(200):
-        task.apply_motor_commands(ctl(task))
+        step_control_period(task, task.motor_controls(ctl(task)))
     err = (task.pos - task.sp_pos).norm(dim=-1)
     assert err.max() < 0.1, err
     assert not task.crashed.any() and math.isfinite(float(task.pos.sum()))

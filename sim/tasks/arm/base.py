@@ -39,7 +39,7 @@ from sim.tasks.arm.scene import (
     object_quaternion,
     random_layout,
 )
-from sim.tasks.base import SceneView, Task, worlds_due
+from sim.tasks.base import Controls, SceneView, Task, worlds_due
 
 
 @dataclass
@@ -239,19 +239,22 @@ class ArmTask(Task, ABC):
         q = self.backend.qpos[:, :ARM_DOF]
         return servo_targets(self.ik, self.action_mode, self.prev_ctrl[:, :ARM_DOF], q, self.rot_ref, cmd)
 
-    def apply_actions(self, actions: torch.Tensor) -> None:
+    def controls(self, actions: torch.Tensor) -> Controls:
         self.prev_action = self.action
         self.action = actions.to(torch.float64)
-        self.apply_joint_targets(self.joint_targets(self.command(self.action)))
+        return self.joint_target_controls(self.joint_targets(self.command(self.action)))
 
-    def apply_joint_targets(self, target: torch.Tensor) -> None:
-        """One control period of the servos holding joint position targets (n, 9): what a ros2_control
+    def joint_target_controls(self, target: torch.Tensor) -> Controls:
+        """A control period of the servos holding joint position targets (n, 9): what a ros2_control
         forward position controller or Franka's joint impedance does with the command it last got."""
         # new targets reach the servos after `latency` substeps (bus + controller cycle): every substep's
         # controls are known now, so the period runs as one backend call
         arrived = (self.substep_index >= self.physics.latency.unsqueeze(1)).unsqueeze(2)  # (n, substeps, 1)
-        self.backend.step(self.substeps, ctrl=torch.where(arrived, target.unsqueeze(1), self.prev_ctrl.unsqueeze(1)))
+        schedule = torch.where(arrived, target.unsqueeze(1), self.prev_ctrl.unsqueeze(1))
         self.prev_ctrl = target
+        return Controls(schedule=schedule)
+
+    def after_physics(self) -> None:
         self._update_status()
         self._refresh_raw(None)
 

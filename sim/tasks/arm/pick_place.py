@@ -12,6 +12,7 @@ from sim.tasks.arm.observations import OBJECT_TERMS
 from sim.tasks.arm.scene import BOWLS, FINGER_OPEN, OBJECT_HALF_HEIGHT, TABLE_Z
 
 
+@dataclass
 class PickPlaceRewards:
     reach: float = 0.5
     grasp: float = 0.5

@@ -19,7 +19,7 @@ import torch
 from sim.observation_layout import build_observation, store_raw_rows
 from sim.robots import crazyflie_firmware_native as native
 from sim.robots.crazyflie_firmware import CrazyflieFirmware, written_key
-from sim.tasks.base import Task, worlds_due
+from sim.tasks.base import Controls, Task, worlds_due
 from sim.tasks.crazyflie.constants import MODEL_PATH, REST_Z
 from sim.tasks.crazyflie.hover_config import (
     ACTION_SPECS,
@@ -202,23 +202,25 @@ class CrazyflieHover(Task):
         # clamp(low, high) is max(min(x, high), low) whenever low <= high, in one call
         return (self.act_offset + self.act_scale * a).clamp_(self.act_low, self.act_high)
 
-    def apply_actions(self, actions: torch.Tensor) -> None:
+    def controls(self, actions: torch.Tensor) -> Controls:
         self.prev_action = self.action
         self.action = actions.to(torch.float64)
-        self.apply_command(self.command(self.action))
+        return self.command_controls(self.command(self.action))
 
-    def apply_command(self, cmd: torch.Tensor) -> None:
-        """Fly one control period with a command in robot units (rpyt: send_setpoint units)."""
+    def command_controls(self, cmd: torch.Tensor) -> Controls:
+        """A control period of a command in robot units (rpyt: send_setpoint units): the firmware model
+        ticks before every substep, as a native control callback or in torch."""
         if self.native:  # the callback picks each substep's command from cmd_hist, as _arrival_rows does
             self.cmd_hist.copy_(torch.cat([cmd.unsqueeze(1), self.cmd_hist[:, :-1]], dim=1))
-            self.firmware.step()
-        else:
-            self._fly_torch_firmware(cmd)
+            return Controls(callback=self.firmware.ticking())
+        return self._torch_firmware_controls(cmd)
+
+    def after_physics(self) -> None:
         self._update_status()
         self._refresh_raw(None)
 
-    def _fly_torch_firmware(self, cmd: torch.Tensor) -> None:
-        """The control period with the torch firmware: a tick between every two physics substeps."""
+    def _torch_firmware_controls(self, cmd: torch.Tensor) -> Controls:
+        """The torch firmware's tick before each substep, from the attitude and gyro at that substep."""
         b = self.backend
         self.cmd_hist = torch.cat([cmd.unsqueeze(1), self.cmd_hist[:, :-1]], dim=1)
         # the command each world's firmware sees at each substep, in one gather per control step
@@ -227,9 +229,7 @@ class CrazyflieHover(Task):
         # stopped motors (thrust setpoint <= 0.5 PWM) occur only where a reset world's first command has not
         # arrived yet: when no world has one this step, the firmware skips their masking (same values)
         may_idle = self.action_mode != "rpyt" or bool((arrived[:, :, 3] <= 0.5).any())
-        for k in range(self.substeps):
-            b.ctrl.copy_(self._motor_thrust(arrived[k], quat, gyro, may_idle))
-            b.step(1)
+        return Controls(per_substep=lambda k: self._motor_thrust(arrived[k], quat, gyro, may_idle))
 
     def _arrival_rows(self) -> torch.Tensor:
         """Rows of cmd_hist.reshape(-1, 4) that reach the firmware at each substep, (substeps * n,), substep-major.

@@ -39,7 +39,7 @@ import torch
 from sim.robots.goto_planner import CbfParams, MinJerkGoto, TrackingGains
 from sim.scenes.clutter import ClutterConfig, Layout, build_mjcf, drone_names, gap_wall, sample_layouts, write_layout
 from sim.sensors.tof import SENSOR_LAYOUTS, RangeSensors, quat_wxyz_to_rotmat
-from sim.tasks.base import Task, TeamSpec
+from sim.tasks.base import Controls, Task, TeamSpec
 from sim.tasks.crazyflie.constants import DRONE_RADIUS
 from sim.tasks.crazyflie.swarm_config import (
     FAR,
@@ -316,15 +316,16 @@ class CrazyflieSwarm(CbfTeacher, Task):
         """Policy actions (W, 4 N) in [-1, 1] -> motor commands (W, N, 4) in [0, 1]."""
         return (0.5 + 0.5 * a.reshape(-1, self.num_drones, 4)).clamp(0.0, 1.0)
 
-    def apply_actions(self, actions: torch.Tensor) -> None:
+    def controls(self, actions: torch.Tensor) -> Controls:
         self.prev_action = self.action
         self.action = actions.to(torch.float64).reshape(-1, self.num_drones, 4)
-        self.apply_motor_commands(self.command(actions))
+        return self.motor_controls(self.command(actions))
 
-    def apply_motor_commands(self, cmd: torch.Tensor) -> None:
-        """Fly one control period with motor commands (W, N, 4) in [0, 1] (baselines call this directly)."""
-        self.backend.ctrl[:] = (cmd * 0.15 * self.kf_scale.unsqueeze(-1)).reshape(self.W, -1)
-        self.backend.step(self.substeps)
+    def motor_controls(self, cmd: torch.Tensor) -> Controls:
+        """A control period of motor commands (W, N, 4) in [0, 1] (baselines fly these directly)."""
+        return Controls(hold=(cmd * 0.15 * self.kf_scale.unsqueeze(-1)).reshape(self.W, -1))
+
+    def after_physics(self) -> None:
         self.t += self.control_dt
         self.step_count += 1
         self._update_status()

@@ -17,7 +17,7 @@ from typing import ClassVar
 import torch
 
 from sim.observation_layout import build_observation, quat_xyzw_to_rotmat, store_raw_rows, to_body
-from sim.tasks.base import Task
+from sim.tasks.base import Controls, Task
 from sim.tasks.quadruped.constants import (
     BODY_CONTACTS,
     CALVES,
@@ -289,10 +289,10 @@ class QuadrupedVelocity(Task):
     def joint_targets(self, a: torch.Tensor) -> torch.Tensor:
         return torch.maximum(torch.minimum(self.act_offset + self.act_scale * a, self.act_high), self.act_low)
 
-    def apply_actions(self, actions: torch.Tensor) -> None:
+    def controls(self, actions: torch.Tensor) -> Controls:
         self.prev_action = self.action
         self.action = actions.to(torch.float64)
-        self.apply_joint_targets(self.joint_targets(self.action))
+        return self.joint_target_controls(self.joint_targets(self.action))
 
     def set_joint_gains(self, kp: torch.Tensor, kd: torch.Tensor) -> None:
         """Per-joint servo gains (n, 12), scaled by the motors' strength: what a Go1's low-level command
@@ -301,15 +301,17 @@ class QuadrupedVelocity(Task):
         self.biasprm[:, :, 1] = -(kp * self.strength).to(self.biasprm.dtype)
         self.biasprm[:, :, 2] = -(kd * self.strength).to(self.biasprm.dtype)
 
-    def apply_joint_targets(self, target: torch.Tensor) -> None:
-        """One control period of the motors' PD loops toward joint targets (n, 12)."""
-        b = self.backend
-        self.last_qvel = b.qvel[:, 6:].clone()
+    def joint_target_controls(self, target: torch.Tensor) -> Controls:
+        """A control period of the motors' PD loops toward joint targets (n, 12)."""
+        self.last_qvel = self.backend.qvel[:, 6:].clone()
         # new targets reach the motors `latency` substeps late (bus and motor-driver cycle): every substep's
         # controls are known now, so the whole period runs as one backend call
         arrived = (self.substep_index >= self.latency.unsqueeze(1)).unsqueeze(2)  # (n, substeps, 1)
-        b.step(self.substeps, ctrl=torch.where(arrived, target.unsqueeze(1), self.target.unsqueeze(1)))
+        schedule = torch.where(arrived, target.unsqueeze(1), self.target.unsqueeze(1))
         self.target = target
+        return Controls(schedule=schedule)
+
+    def after_physics(self) -> None:
         rot = self._attitude()  # one rotation for the status and the observation, both of this state
         self._update_status(rot)
         self._refresh_raw(None, rot)
