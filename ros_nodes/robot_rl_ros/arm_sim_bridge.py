@@ -24,6 +24,7 @@ from robot_rl_ros.commander import gated_subscription
 from robot_rl_ros.msgs import arm_joint_state
 from robot_rl_ros.params import declare
 from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase
+from robot_rl_ros.spin import node_main
 
 PARAMS = {
     **BASE_PARAMS,
@@ -100,10 +101,7 @@ class ArmSimBridge(SimBridgeBase):
         self.target_pub.publish(target)
 
 
-def main(args: list[str] | None = None) -> int:
-    from robot_rl_ros.spin import run_node
-
-    return run_node(ArmSimBridge, args)
+main = node_main(ArmSimBridge)  # the console script
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from robot_rl_ros.cflib_link import CflibLink, SetpointStreamer
 from robot_rl_ros.commander import gated_subscription
 from robot_rl_ros.msgs import raw_to_odometry, twist_to_rpyt
 from robot_rl_ros.params import declare
+from robot_rl_ros.spin import node_main
 
 PARAMS = {
     "uri": "radio://0/80/2M/E7E7E7E7E7",
@@ -70,10 +71,7 @@ class CrazyflieBridge(Node):
         self.link.close()
 
 
-def main(args: list[str] | None = None) -> int:
-    from robot_rl_ros.spin import run_node
-
-    return run_node(CrazyflieBridge, args)
+main = node_main(CrazyflieBridge)  # the console script
 
 
 if __name__ == "__main__":

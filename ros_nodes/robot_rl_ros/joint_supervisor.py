@@ -214,10 +214,10 @@ class JointSupervisor:
         self.action, self.action_time = a, now
         return None
 
-    def on_command_publishers(self, now: float, topic: str, others: list[str]) -> None:
+    def on_command_publishers(self, now: float, topic: str, others: list[str], settling: str | None = None) -> None:
         """Who else publishes the robot's command topic (a graph query): a fault that blocks arming and,
         once armed, engages the fallback."""
-        reason = self.commanders.update(topic, others)
+        reason = self.commanders.update(topic, others, settling)
         if reason and self.mode == JointMode.ACTIVE:
             self._fall(now, self.fallback_mode, reason)
         elif reason:
@@ -238,8 +238,8 @@ class JointSupervisor:
 
     def arm_blockers(self, now: float) -> list[str]:
         out = list(self.prearm_problems)
-        if self.commanders.conflict:
-            out.append(self.commanders.conflict)
+        if self.commanders.blocker:
+            out.append(self.commanders.blocker)
         if not self.state_in.fresh(now):
             out.append(f"joint_states not fresh (age {self.state_in.age(now):.2f} s)")
         if self.action_time is None or now - self.action_time > self.cfg.command_timeout_s:

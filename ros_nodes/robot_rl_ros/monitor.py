@@ -97,9 +97,17 @@ class CommanderWatch:
 
     conflict: str | None = None  # the current fault's reason, None while the safety node is alone
     checks_with_conflict: int = 0
+    # why the graph may not show every publisher yet (discovery still settling); blocks arming
+    settling: str | None = None
 
-    def update(self, topic: str, others: list[str]) -> str | None:
+    @property
+    def blocker(self) -> str | None:
+        """What keeps the robot from arming: another commander, or a graph not yet settled."""
+        return self.conflict or self.settling
+
+    def update(self, topic: str, others: list[str], settling: str | None = None) -> str | None:
         """Record a graph check; returns the reason when a conflict appears or changes (to act on once)."""
+        self.settling = settling
         if not others:
             self.conflict = None
             return None

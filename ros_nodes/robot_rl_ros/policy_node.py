@@ -31,6 +31,7 @@ from robot_rl_ros.monitor import InputMonitor
 from robot_rl_ros.msgs import ADAPTERS, ARM_JOINT_NAMES, odometry_to_raw, parse_input_spec, stamp_to_s
 from robot_rl_ros.neighbours import NeighbourBroadcasts
 from robot_rl_ros.params import declare, max_future_s
+from robot_rl_ros.spin import node_main
 
 PARAMS = {
     "bundle": "",
@@ -239,10 +240,7 @@ class PolicyNode(Node):
         self.diag_pub.publish(msg)
 
 
-def main(args: list[str] | None = None) -> int:
-    from robot_rl_ros.spin import run_node
-
-    return run_node(PolicyNode, args)
+main = node_main(PolicyNode)  # the console script
 
 
 if __name__ == "__main__":

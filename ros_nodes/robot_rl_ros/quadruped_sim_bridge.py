@@ -23,6 +23,7 @@ from robot_rl_ros.commander import gated_subscription
 from robot_rl_ros.msgs import LEG_JOINT_NAMES, joint_state
 from robot_rl_ros.params import declare
 from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase
+from robot_rl_ros.spin import node_main
 
 PARAMS = {
     **BASE_PARAMS,
@@ -113,10 +114,7 @@ class QuadrupedSimBridge(SimBridgeBase):
         self.odom_pub.publish(odom)
 
 
-def main(args: list[str] | None = None) -> int:
-    from robot_rl_ros.spin import run_node
-
-    return run_node(QuadrupedSimBridge, args)
+main = node_main(QuadrupedSimBridge)  # the console script
 
 
 if __name__ == "__main__":

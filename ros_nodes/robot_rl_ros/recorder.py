@@ -19,6 +19,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 
 from robot_rl_ros.msgdefs import full_definition
 from robot_rl_ros.params import declare
+from robot_rl_ros.spin import node_main
 
 PARAMS = {
     "output": "",  # .mcap path; empty: recording_<unix time>.mcap in the working directory
@@ -148,10 +149,7 @@ class Recorder(Node):
         print(f"recorded {self.sink.counts}", flush=True)
 
 
-def main(args: list[str] | None = None) -> int:
-    from robot_rl_ros.spin import run_node
-
-    return run_node(Recorder, args)
+main = node_main(Recorder)  # the console script
 
 
 if __name__ == "__main__":

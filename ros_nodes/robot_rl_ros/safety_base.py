@@ -7,6 +7,7 @@ arm, check) and implements `_send()`, which asks the supervisor for a command an
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -16,12 +17,42 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
 from std_srvs.srv import Empty, Trigger
 
+from robot_rl.deploy import PolicyBundle
 from robot_rl_ros import qos
 from robot_rl_ros.commander import extra_publishers
+from robot_rl_ros.joint_supervisor import JointSupervisor, JointSupervisorConfig
 from robot_rl_ros.msgs import joint_arrays, stamp_to_s
+from robot_rl_ros.params import declare, max_future_s
+from robot_rl_ros.prearm import RobotSpec, check_bundle
+
+
+def joint_safety_params(limits, **robot: object) -> dict:
+    """The parameters of a joint-level safety node (arm, legs): what both declare, with the robot's joint
+    limits (a JointLimits) as defaults, and the robot's own keys and values."""
+    return {
+        "bundle": "",
+        "auto_arm": True,
+        "state_max_future_s": 0.05,  # a stamp further ahead of this node's clock is rejected
+        "q_low": limits.q_low.tolist(),
+        "q_high": limits.q_high.tolist(),
+        "max_lead": limits.max_lead.tolist(),
+        "max_speed": limits.max_speed.tolist(),
+        "estop_topic": "/estop",
+        "diagnostics_period_s": 0.2,
+        "discovery_settle_s": 1.0,  # wall seconds of watching the graph for other commanders before arming
+        **robot,
+    }
 
 
 class SafetyNodeBase(Node, ABC):
+    def _declare_and_check(self, params: dict) -> tuple[dict, PolicyBundle | None, list[str]]:
+        """Declare the node's parameters, then load its bundle and run the pre-arm checks against the robot
+        and action space the parameters name: (parameters, bundle or None, pre-arm problems)."""
+        p = declare(self, params)
+        spec = RobotSpec(robot=p["robot"], action_mode=p["action_mode"], action_dim=p["action_dim"])
+        bundle, problems = check_bundle(p["bundle"], spec)
+        return p, bundle, problems
+
     def _setup_common(
         self,
         estop_topic: str,
@@ -30,10 +61,13 @@ class SafetyNodeBase(Node, ABC):
         diagnostics_period_s: float,
         hardware_id: str,
         commander_check_period_s: float = 0.1,
+        discovery_settle_s: float = 1.0,
     ) -> None:
         """Call after self.sup and self.cmd_pub exist. The timer sends when not ACTIVE, or when nothing went
         out for event_gap_s (the event path forwards each policy action at once). Another timer asks the
-        graph who else publishes the command topic (robot_rl_ros.commander)."""
+        graph who else publishes the command topic (robot_rl_ros.commander); arming waits until the graph
+        has been watched for discovery_settle_s of wall time, as a commander that was there before this
+        node started may not be discovered yet (DDS discovery runs in wall time, whatever the clock)."""
         self.hardware_id = hardware_id
         self.event_gap_s = event_gap_s
         self.last_pub_time = -1.0
@@ -47,12 +81,20 @@ class SafetyNodeBase(Node, ABC):
         self.emergency_client = self.create_client(Empty, "emergency")  # the robot's own e-stop
         self.create_timer(1.0 / watchdog_rate_hz, self._on_timer)
         self.create_timer(diagnostics_period_s, self._publish_diagnostics)
+        self.discovery_settle_s = discovery_settle_s
+        self.graph_watch_start = time.monotonic()
         self.create_timer(commander_check_period_s, self._check_commanders)
         self._check_commanders()
 
     def _check_commanders(self) -> None:
         topic = self.cmd_pub.topic_name
-        self.sup.on_command_publishers(self.now(), topic, extra_publishers(self, topic))
+        watched = time.monotonic() - self.graph_watch_start
+        settling = None
+        if watched < self.discovery_settle_s:
+            settling = (
+                f"discovery: watching the graph for other commanders ({watched:.1f} of {self.discovery_settle_s:g} s)"
+            )
+        self.sup.on_command_publishers(self.now(), topic, extra_publishers(self, topic), settling)
         self._after_input()
 
     def now(self) -> float:
@@ -140,3 +182,59 @@ class SafetyNodeBase(Node, ABC):
         msg = DiagnosticArray(status=[st])
         msg.header.stamp = self.get_clock().now().to_msg()
         self.diag_pub.publish(msg)
+
+
+class JointSafetyNode(SafetyNodeBase):
+    """A joint-level safety node (arm, legs): a JointSupervisor over the robot's joints, joint_states and
+    policy/action in, one Float64MultiArray command stream out. A subclass builds it with
+    _start_joint_safety and says how a supervised joint target becomes its command (_command_data)."""
+
+    def _start_joint_safety(
+        self,
+        p: dict,
+        limits,
+        fallback: str,
+        problems: list[str],
+        joint_names: list[str],
+        hardware_id: str,
+        tcp_position=None,
+        **config: object,
+    ) -> None:
+        """The supervisor from the declared parameters p and the robot's limits (a JointLimits), the
+        pre-arm problems logged, and the topics and timers started."""
+        cfg = JointSupervisorConfig(
+            limits=limits.with_params(p),
+            fallback=fallback,
+            state_max_age_s=p["state_max_age_s"],
+            state_max_future_s=max_future_s(self, p["state_max_future_s"]),
+            command_timeout_s=p["command_timeout_s"],
+            auto_arm=p["auto_arm"],
+            **config,
+        )
+        self.sup = JointSupervisor(cfg, problems, tcp_position)
+        for prob in problems:
+            self.get_logger().error(f"pre-arm: {prob}")
+        self.joint_names = joint_names
+        self.cmd_pub = self.create_publisher(Float64MultiArray, p["command_topic"], qos.COMMAND)
+        self.create_subscription(JointState, "joint_states", self._on_joints, qos.SENSOR)
+        self.create_subscription(Float64MultiArray, "policy/action", self._on_action, qos.COMMAND)
+        self._setup_common(
+            p["estop_topic"],
+            p["watchdog_rate_hz"],
+            p["event_gap_s"],
+            p["diagnostics_period_s"],
+            hardware_id,
+            discovery_settle_s=p["discovery_settle_s"],
+        )
+
+    @abstractmethod
+    def _command_data(self, q: np.ndarray) -> np.ndarray:
+        """The command message's data for supervised joint targets q."""
+
+    def _send(self) -> None:
+        now = self.now()
+        q = self.sup.step(now)
+        if q is not None:
+            self.cmd_pub.publish(Float64MultiArray(data=[float(x) for x in self._command_data(q)]))
+            self.last_pub_time = now
+        self._after_input()

@@ -24,9 +24,9 @@ from robot_rl_ros.fallback import FallbackController, FallbackGains
 from robot_rl_ros.limits import DroneLimits
 from robot_rl_ros.motor_fallback import MotorFallback
 from robot_rl_ros.msgs import odometry_to_raw, rpyt_to_twist, stamp_to_s
-from robot_rl_ros.params import declare, max_future_s
-from robot_rl_ros.prearm import RobotSpec, check_bundle
+from robot_rl_ros.params import max_future_s
 from robot_rl_ros.safety_base import SafetyNodeBase
+from robot_rl_ros.spin import node_main
 from robot_rl_ros.supervisor import SafetySupervisor, SupervisorConfig
 
 _L = DroneLimits()
@@ -61,15 +61,16 @@ PARAMS = {
     # team that starts in the air (swarm SITL) has no lock and sets 0
     "unlock_setpoints": 10,
     "diagnostics_period_s": 0.2,
+    # wall seconds of watching the graph for other commanders before arming; a simulated team that starts in
+    # the air (swarm SITL) sets 0, as it cannot wait on zero thrust
+    "discovery_settle_s": 1.0,
 }
 
 
 class SafetyNode(SafetyNodeBase):
     def __init__(self, **kwargs):
         super().__init__("safety", **kwargs)
-        p = declare(self, PARAMS)
-        spec = RobotSpec(robot=p["robot"], action_mode=p["action_mode"], action_dim=p["action_dim"])
-        _, problems = check_bundle(p["bundle"], spec)
+        p, _, problems = self._declare_and_check(PARAMS)
         self.motors = p["action_mode"] == "motors"
         if self.motors:  # motor fractions: the rpyt defaults of box, rate and tilt limits do not apply
             defaults = {k: v for k, v in PARAMS.items() if k in ("low", "high", "max_rate", "max_tilt_deg")}
@@ -102,7 +103,14 @@ class SafetyNode(SafetyNodeBase):
                 self.create_subscription(Odometry, f"/{n.strip('/')}/odom", self._make_neighbour_cb(n), qos.SENSOR)
         # the timer at watchdog_rate_hz sends when the policy has been silent for one timer period
         rate = p["watchdog_rate_hz"]
-        self._setup_common(p["estop_topic"], rate, 1.0 / rate, p["diagnostics_period_s"], "safety")
+        self._setup_common(
+            p["estop_topic"],
+            rate,
+            1.0 / rate,
+            p["diagnostics_period_s"],
+            "safety",
+            discovery_settle_s=p["discovery_settle_s"],
+        )
 
     # ----- inputs -----
     def _on_odom(self, msg: Odometry) -> None:
@@ -129,10 +137,7 @@ class SafetyNode(SafetyNodeBase):
         self._after_input()
 
 
-def main(args: list[str] | None = None) -> int:
-    from robot_rl_ros.spin import run_node
-
-    return run_node(SafetyNode, args)
+main = node_main(SafetyNode)  # the console script
 
 
 if __name__ == "__main__":

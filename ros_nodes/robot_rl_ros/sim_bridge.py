@@ -19,10 +19,11 @@ from std_srvs.srv import Empty
 
 from robot_rl_ros import qos
 from robot_rl_ros.commander import gated_subscription
-from robot_rl_ros.firmware import CommanderEmulator
+from robot_rl_ros.crazyflie_commander import CommanderEmulator
 from robot_rl_ros.msgs import raw_to_odometry, twist_to_rpyt
 from robot_rl_ros.params import declare
 from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase
+from robot_rl_ros.spin import node_main
 
 PARAMS = {
     **BASE_PARAMS,
@@ -99,10 +100,7 @@ class SimBridge(SimBridgeBase):
             self.odom_pub.publish(raw_to_odometry(r, t, self.p["frame_id"], self.get_namespace().strip("/")))
 
 
-def main(args: list[str] | None = None) -> int:
-    from robot_rl_ros.spin import run_node
-
-    return run_node(SimBridge, args)
+main = node_main(SimBridge)  # the console script
 
 
 if __name__ == "__main__":

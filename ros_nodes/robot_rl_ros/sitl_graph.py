@@ -173,6 +173,7 @@ class SitlGraph:
                 "bundle": str(bundle_dir),
                 "action_mode": "motors",
                 "unlock_setpoints": 0,
+                "discovery_settle_s": 0.0,
                 "neighbours": others,
                 "min_separation_m": 0.12,
                 "fence_low": [-4.0, -4.0, -0.2],

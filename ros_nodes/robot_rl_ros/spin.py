@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import rclpy
 from rclpy.executors import ExternalShutdownException
@@ -37,3 +38,13 @@ def run_node(node_cls, args: list[str] | None = None) -> int:
         if rclpy.ok():
             rclpy.try_shutdown()
     return 0
+
+
+def node_main(node_cls) -> Callable[[list[str] | None], int]:
+    """The console-script entry point of a node class: main(args) runs it (run_node) and returns the exit code."""
+
+    def main(args: list[str] | None = None) -> int:
+        return run_node(node_cls, args)
+
+    main.__doc__ = f"Run {node_cls.__name__} until shut down; the exit code."
+    return main

@@ -120,10 +120,10 @@ class SafetySupervisor:
         self.action, self.action_time = a, now
         return None
 
-    def on_command_publishers(self, now: float, topic: str, others: list[str]) -> None:
+    def on_command_publishers(self, now: float, topic: str, others: list[str], settling: str | None = None) -> None:
         """Who else publishes the robot's command topic (a graph query). Another commander is a fault: it
         blocks arming and, once armed, lands (the robot may be obeying it: no time to hover and wait)."""
-        reason = self.commanders.update(topic, others)
+        reason = self.commanders.update(topic, others, settling)
         if reason and self.mode == Mode.ACTIVE:
             self._fall(now, Mode.LAND, reason)
         elif reason:
@@ -145,8 +145,8 @@ class SafetySupervisor:
 
     def arm_blockers(self, now: float) -> list[str]:
         out = list(self.prearm_problems)
-        if self.commanders.conflict:
-            out.append(self.commanders.conflict)
+        if self.commanders.blocker:
+            out.append(self.commanders.blocker)
         if self.unlock_sent < self.cfg.unlock_setpoints:
             out.append(f"zero-thrust unlock setpoints sent: {self.unlock_sent}/{self.cfg.unlock_setpoints}")
         if not self.state_in.fresh(now):

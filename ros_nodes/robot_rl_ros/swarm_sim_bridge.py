@@ -37,6 +37,7 @@ from robot_rl_ros.commander import gated_subscription
 from robot_rl_ros.msgs import range_zones, raw_to_odometry, setpoint_odometry
 from robot_rl_ros.params import declare
 from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase
+from robot_rl_ros.spin import node_main
 
 PARAMS = {
     **BASE_PARAMS,
@@ -153,10 +154,7 @@ class SwarmSimBridge(SimBridgeBase):
                 self.tof_pubs[i].publish(range_zones(tof, t, self.clip_m, d))
 
 
-def main(args: list[str] | None = None) -> int:
-    from robot_rl_ros.spin import run_node
-
-    return run_node(SwarmSimBridge, args)
+main = node_main(SwarmSimBridge)  # the console script
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from robot_rl_ros.cflib_link import SetpointStreamer
-from robot_rl_ros.firmware import CommanderEmulator
+from robot_rl_ros.crazyflie_commander import CommanderEmulator
 from robot_rl_ros.latency import LatencyStats
 
 

@@ -35,27 +35,35 @@ def _spin_sim_seconds(obs, seconds: float, wall_timeout_s: float = 60.0) -> None
     assert obs.spin_until(lambda: obs.now() - t0 >= seconds, wall_timeout_s), "simulated time stopped"
 
 
-def _publish_until_counted(obs, publish, counted, tries: int = 20) -> None:
+def _publish_until_counted(obs, publish, counted, tries: int = 40) -> None:
     """Best-effort QoS (as a robot's state topic is) may drop a sample while discovery settles: offer the
-    glitched message again, 0.3 s of wall time apart, until the safety node has counted a rejection."""
+    glitched message again, 0.3 s of wall time apart, until the nodes have counted a rejection."""
     for _ in range(tries):
         publish()
         if obs.spin_until(counted, 0.3):
             return
-    raise AssertionError(f"no rejection counted after {tries} glitched messages: {obs.safety}")
+    raise AssertionError(f"no rejection counted after {tries} glitched messages: {obs.safety} {obs.policy}")
 
 
-def _glitch_then_watch(obs, publish_glitch, counter_prefix: str) -> tuple[float, float]:
+def _glitch_then_watch(obs, publish_glitch, counter_prefix: str, policy_skips=None) -> tuple[float, float]:
     """Publish a +5 s and a -5 s stamped state (1 s of simulated time apart), then watch 1.5 s more.
+    policy_skips() (optional): the policy node's count of rejected states, which must count each glitch
+    too before the next is sent (its diagnostics come once a simulated second).
     Returns the simulated time of the first glitch and of the end of the watch."""
     t_glitch = obs.now()
+    skips0 = policy_skips() if policy_skips else 0
+    policy_counted = lambda n: policy_skips is None or policy_skips() - skips0 >= n  # noqa: E731
     future = f"{counter_prefix}.dropped_future"
-    _publish_until_counted(obs, lambda: publish_glitch(obs.now() + GLITCH_S), lambda: _counter(obs, future) >= 1)
+    _publish_until_counted(
+        obs, lambda: publish_glitch(obs.now() + GLITCH_S), lambda: _counter(obs, future) >= 1 and policy_counted(1)
+    )
     _spin_sim_seconds(obs, 1.0)
     # 5 s in the past is both older than the last accepted stamp and stale: counted as out of order
     back = (f"{counter_prefix}.dropped_out_of_order", f"{counter_prefix}.dropped_stale")
     _publish_until_counted(
-        obs, lambda: publish_glitch(obs.now() - GLITCH_S), lambda: sum(_counter(obs, k) for k in back) >= 1
+        obs,
+        lambda: publish_glitch(obs.now() - GLITCH_S),
+        lambda: sum(_counter(obs, k) for k in back) >= 1 and policy_counted(2),
     )
     _spin_sim_seconds(obs, 1.5)
     return t_glitch, obs.now()
@@ -80,11 +88,15 @@ def test_glitched_odometry_stamps_do_not_move_a_hovering_drone(trained_bundle, t
             # both nodes read odometry from the glitching publisher before it publishes (best effort, once)
             assert obs.spin_until(lambda: glitch_pub.get_subscription_count() >= 3, 30.0)
             hover = np.median([p for _, p in obs.states[-50:]], axis=0)
-            skips_before = int(obs.policy.get("skipped.stale", "0"))
+            policy_skips = lambda: int(obs.policy.get("skipped.stale", "0"))  # noqa: E731
+            skips_before = policy_skips()
             fake = {"position": hover + [2.0, 0.0, 0.5], "quaternion": np.array([0.0, 0.0, 0.0, 1.0]),
                     "velocity": np.zeros(3), "angular_velocity": np.zeros(3)}  # fmt: skip
             t0, t1 = _glitch_then_watch(
-                obs, lambda stamp: glitch_pub.publish(raw_to_odometry(fake, s_to_stamp(stamp), "world", "cf1")), "state"
+                obs,
+                lambda stamp: glitch_pub.publish(raw_to_odometry(fake, s_to_stamp(stamp), "world", "cf1")),
+                "state",
+                policy_skips,
             )
             obs.spin_until(lambda: False, 0.3)  # the last diagnostics
         finally:

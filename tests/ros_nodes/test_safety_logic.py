@@ -298,3 +298,16 @@ def test_a_second_commander_blocks_arming_and_lands_once_armed():
     assert sup.mode == Mode.LAND and "second publisher" in sup.reason
     assert sup.counters()["command.second_publisher"] == 4
     assert sum(e.kind == "LAND" for e in sup.events.since(0)) == 1  # one event per conflict, not per check
+
+
+def test_arming_waits_until_the_graph_has_settled():
+    """A commander that was there before the safety node started may not be discovered yet: the node reports
+    the graph as settling for its first discovery_settle_s, and that blocks arming like a second commander."""
+    sup = SafetySupervisor(SupervisorConfig(unlock_setpoints=0), [])
+    sup.on_state(state(), 0.0, 0.0)
+    sup.on_action(np.array([0.0, 0.0, 0.0, 38000.0]), 0.0)
+    settling = "discovery: watching the graph for other commanders (0.3 s of 1)"
+    sup.on_command_publishers(0.0, "/cf1/cmd_vel_legacy", [], settling)
+    assert sup.arm(0.0) == settling and sup.mode == Mode.DISARMED
+    sup.on_command_publishers(0.01, "/cf1/cmd_vel_legacy", [])
+    assert sup.arm(0.01) is None and sup.mode == Mode.ACTIVE

@@ -1,4 +1,5 @@
-"""What the Crazyflie firmware does with streamed setpoints, for the simulator bridge.
+"""What the Crazyflie's commander (the firmware's setpoint handling) does with streamed setpoints, for the
+simulator bridge; the attitude and rate loops under it are the firmware model, sim/robots/crazyflie_firmware.py.
 
 - thrust lock: thrust stays zero until one setpoint with zero thrust has been received;
 - commander watchdog: after 0.5 s without setpoints the attitude is levelled (thrust kept),
