@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-USAGE = """usage: robot-rl COMMAND [key=value ...]
+USAGE = """usage: robot-rl COMMAND [key=value ...]   (robot-rl COMMAND --help: its options; --version)
 
 commands:
   train [-m] [overrides]     train a policy (e.g. task=crazyflie_hover seed=1 train.iterations=60);
@@ -114,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; bad input ends with one line on stderr and exit code 2, never a traceback."""
     import os
 
+    from robot_rl.cli_help import choose_gl_backend
+
+    choose_gl_backend()  # before anything imports mujoco
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt:
@@ -127,10 +130,18 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     import os
 
+    from robot_rl.cli_help import VERBS, verb_help, version
+
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
         return _fail("no command given") if not argv else 0
+    if argv[0] == "--version":
+        print(f"robot-rl {version()}")
+        return 0
     command, args = argv[0], argv[1:]
+    if command in VERBS and any(a in ("-h", "--help") for a in args):
+        print(verb_help(command))
+        return 0
     if command == "deploy":
         if not args or args[0] != "check":
             return _fail("usage: robot-rl deploy check BUNDLE [options]")
@@ -161,6 +172,10 @@ def _main(argv: list[str]) -> int:
         return 0
     except errors as e:
         return _fail(_one_line(e))
+    except Exception as e:
+        if type(e).__module__ == "mujoco" and type(e).__name__ == "FatalError":  # no GL context: how to get one
+            return _fail(f"rendering failed ({_one_line(e)}); without a display set MUJOCO_GL=egl (or osmesa)")
+        raise
 
 
 if __name__ == "__main__":

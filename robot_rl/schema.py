@@ -260,11 +260,11 @@ def rule_for(path: str) -> Rule | None:
     return RULES.get(path)
 
 
-def _leaves(node, path: str = "") -> Iterator[tuple[str, object]]:
+def config_leaves(node, path: str = "") -> Iterator[tuple[str, object]]:
     """(dotted key, value) of every leaf; a list is one leaf (its elements share the key's rule)."""
     if isinstance(node, (DictConfig, Mapping)):
         for key in node:
-            yield from _leaves(node[key], f"{path}.{key}" if path else str(key))
+            yield from config_leaves(node[key], f"{path}.{key}" if path else str(key))
     elif isinstance(node, ListConfig):
         yield path, list(node)
     else:
@@ -297,7 +297,7 @@ def check_options(options: Mapping, rules: Mapping[str, Rule], prefix: str = "--
 
 def check_ranges(cfg: DictConfig | Mapping) -> None:
     """Every value with a rule must satisfy it; every other number must at least be finite (no nan, inf)."""
-    for path, value in _leaves(cfg):
+    for path, value in config_leaves(cfg):
         rule = rule_for(path)
         if rule is not None:
             _check_value(path, value, rule)
@@ -334,9 +334,9 @@ def check_added_keys(cfg: DictConfig, base: DictConfig) -> None:
     field (task.params.*, typed as its default) or an optional algo key; anything else is a typo."""
     from sim.tasks import TASKS
 
-    base_keys = {path for path, _ in _leaves(base)}
+    base_keys = {path for path, _ in config_leaves(base)}
     algo_keys = None
-    for path, value in _leaves(cfg):
+    for path, value in config_leaves(cfg):
         if path in base_keys:
             continue
         if path.startswith("task.params.") and cfg.task.name in TASKS:

@@ -1,0 +1,149 @@
+"""`robot-rl <verb> --help`, `robot-rl --version`, and the offscreen GL choice made before mujoco is imported.
+
+A verb's help lists its own key=value options and the config keys it reads, each with its default (from the
+composed default config) and its allowed values (from the config schema).
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import dataclasses
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Verb:
+    usage: str
+    about: str
+    options: tuple[tuple[str, str], ...] = ()  # the verb's own key=value options and what they do
+    config: tuple[str, ...] = ()  # config sections and keys it reads (dotted prefixes)
+    groups: bool = False  # whether task=, algo=, backend=, guidance= choose config groups
+
+
+TRAINING = ("seed", "run_name", "runs_root", "resume", "init_from", "train", "task", "backend", "algo", "guidance")
+VERBS = {
+    "train": Verb(
+        "train [-m] [key=value ...]",
+        "Train a policy; -m sweeps comma-separated values (seed=0,1,2), one run each.",
+        (
+            ("resume=DIR", "continue a run from its latest checkpoint (train.iterations is the total)"),
+            ("init_from=DIR|FILE", "a new run that starts from a checkpoint's weights, optimizer and iteration"),
+        ),
+        TRAINING,
+        True,
+    ),
+    "demo": Verb(
+        "demo [key=value ...]",
+        "Train, evaluate, export, render, fly in SITL and index for the dashboard (the train options apply).",
+        (),
+        TRAINING,
+        True,
+    ),
+    "imitate": Verb(
+        "imitate [key=value ...]",
+        "DAgger warm start from the task's CBF planner teacher (crazyflie_swarm); then train init_from=<run>.",
+        (),
+        ("seed", "run_name", "runs_root", "task", "imitation"),
+        True,
+    ),
+    "eval": Verb(
+        "eval run=DIR [key=value ...]",
+        "Evaluate a run's latest checkpoint on fixed seeds and record it in the store.",
+        (
+            ("run=DIR", "the run directory (required)"),
+            ("checkpoint=FILE", "a checkpoint of the run instead of its latest"),
+            ("bundle=true", "evaluate the exported ONNX bundle instead of the checkpoint"),
+            (
+                "policy=zero|corrected_plan",
+                "zero actions (the plan alone for guidance=plan runs), or that with corrections",
+            ),
+            ("name=NAME", "a name for this evaluation"),
+        ),
+        ("eval",),
+    ),
+    "play": Verb(
+        "play run=DIR [key=value ...]",
+        "Render a browser-playable mp4 of the policy into DIR/videos.",
+        (("run=DIR", "the run directory (required)"), ("checkpoint=FILE", "a checkpoint instead of the latest")),
+        ("play",),
+    ),
+    "export": Verb(
+        "export run=DIR [checkpoint=FILE]",
+        "Write DIR/bundle: policy.onnx and policy.yaml, what the deploy runtime and the ROS nodes load.",
+        (("run=DIR", "the run directory (required)"), ("checkpoint=FILE", "a checkpoint instead of the latest")),
+    ),
+    "sitl": Verb(
+        "sitl bundle=DIR [seconds=S] [ros=true|false] [out=FILE]",
+        "Fly a bundle in software-in-the-loop: the ROS 2 nodes over DDS when ROS 2 is installed, else in-process.",
+        (
+            ("bundle=DIR", "the bundle directory (required)"),
+            ("seconds=S", "how long to fly (simulated seconds)"),
+            ("ros=true|false", "force the ROS 2 graph on or off"),
+            ("out=FILE", "write the flight's result as JSON"),
+        ),
+    ),
+}
+
+
+def _row(left: str, right: str) -> str:
+    return f"  {left:<40}  {right}".rstrip()
+
+
+def _config_lines(verb: Verb) -> list[str]:
+    from robot_rl.config import CONFIG_DIR, load_config
+    from robot_rl.schema import config_leaves, rule_for
+
+    cfg = load_config([])
+    lines = []
+    if verb.groups:
+        for group in ("task", "algo", "backend", "guidance"):
+            if not any(p == group or p.startswith(group + ".") for p in verb.config):
+                continue
+            options = sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
+            lines.append(_row(f"{group}=NAME", f"one of {', '.join(options)}"))
+    for path, value in config_leaves(cfg):
+        if not any(path == p or path.startswith(p + ".") for p in verb.config):
+            continue
+        rule = rule_for(path)
+        lines.append(_row(f"{path} = {value!r}", rule.allowed() if rule is not None else ""))
+    if "imitation" in verb.config:
+        from robot_rl.training.imitation import DaggerConfig
+
+        for f in dataclasses.fields(DaggerConfig):
+            rule = rule_for(f"imitation.{f.name}")
+            lines.append(_row(f"imitation.{f.name} = {f.default!r}", rule.allowed() if rule else ""))
+    return lines
+
+
+def verb_help(name: str) -> str:
+    """The help text of one verb."""
+    verb = VERBS[name]
+    out = [f"usage: robot-rl {verb.usage}", "", verb.about]
+    if verb.options:
+        out += ["", "options:"] + [_row(k, v) for k, v in verb.options]
+    if verb.config:
+        out += ["", "config (key=value overrides; defaults shown):"] + _config_lines(verb)
+    return "\n".join(out)
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as package_version
+
+    try:
+        return package_version("robot-rl")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def choose_gl_backend() -> str | None:
+    """Without a display and without MUJOCO_GL, render offscreen: EGL if its library is there, else OSMesa.
+    Must run before mujoco is imported (mujoco reads MUJOCO_GL once). Returns what was chosen, or None."""
+    if os.environ.get("MUJOCO_GL") or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return None
+    backend = "egl" if ctypes.util.find_library("EGL") else "osmesa" if ctypes.util.find_library("OSMesa") else None
+    if backend is not None:
+        os.environ["MUJOCO_GL"] = backend
+        os.environ.setdefault("PYOPENGL_PLATFORM", backend)
+    return backend
