@@ -7,7 +7,9 @@ that checkpoints are atomic and carry RNG streams, and so progress shows return 
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import os
 import random
 import time
@@ -124,7 +126,14 @@ class PPOTrainer:
         self.cfg = rsl_rl_config(algo, env.task)
         self.run_dir = Path(run_dir) if run_dir else None
         self.writer = writer
-        self.alg: PPO = PPO.construct_algorithm(env.get_observations(), env, copy.deepcopy(self.cfg), "cpu")
+        # rsl_rl prints its observation groups and both networks: kept for the run's model.txt, not the terminal
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            self.alg: PPO = PPO.construct_algorithm(env.get_observations(), env, copy.deepcopy(self.cfg), "cpu")
+        self.model_summary = printed.getvalue()
+        if self.run_dir is not None and self.run_dir.is_dir():
+            (self.run_dir / "model.txt").write_text(self.model_summary)
+        if os.environ.get("ROBOT_RL_VERBOSE"):
+            print(self.model_summary, end="")
         self._shrink_output_layer()
         env.value_fn = self.alg.critic  # planned exploration chooses options by the critic's values
         self.iteration = 0  # iterations completed
