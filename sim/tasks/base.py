@@ -25,6 +25,7 @@ raise ValueError in `__post_init__`, an option the task lacks is a TypeError fro
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ class SceneView:
     instruction's identities use; a reach task's destinations are its marker colours ("pink_marker"),
     one target site recoloured per episode."""
 
-    object_poses: torch.Tensor  # (n, objects, 7): position, then orientation as a quaternion wxyz
+    object_poses: torch.Tensor  # (n, objects, 7): position, quaternion wxyz; a live view of the state: do not write
     objects: tuple[str, ...]  # the body of each object, in object_poses' order
     destinations: tuple[str, ...]  # the body of every place an object may go
     table_z: float  # height of the surface objects rest on
@@ -71,7 +72,7 @@ class Controls:
     callback: AbstractContextManager | None = None
 
 
-class Task:
+class Task(ABC):
     """Base of every task; the class attributes below are the contract's fixed part."""
 
     # identity and timing (each task sets these)
@@ -106,49 +107,49 @@ class Task:
         """(n, num_actions) of the named scripted expert in actuator units."""
         raise ValueError(f"task '{self.name}' has no teacher '{name}'")
 
-    def on_iteration(self, iteration: int) -> None:
+    def on_iteration(self, iteration: int) -> None:  # noqa: B027 - a capability whose default is a no-op
         """Learning progress, once per iteration; tasks with a curriculum override it."""
 
     # the per-step interface BatchedEnv calls, in this order -----------------------------------------
+    @abstractmethod
     def attach(self, backend, cfg, rng: torch.Generator) -> None:
         """Once: the physics backend (n worlds), the EnvConfig and the env's random generator."""
-        raise NotImplementedError
 
+    @abstractmethod
     def reset_worlds(self, ids: torch.Tensor) -> None:
         """Sample new episodes for these worlds (the backend has reset them to the model's default)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def controls(self, actions: torch.Tensor) -> Controls:
         """(n, num_actions) in [-1, 1]: this control period's actuator controls (the env steps the physics)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def after_physics(self) -> None:
         """After the period's substeps: kinematics, per-episode status, the cached raw state."""
-        raise NotImplementedError
 
+    @abstractmethod
     def interval_events(self, step: torch.Tensor) -> None:
         """After physics, with each world's episode step: pushes, goal changes, sensor updates."""
-        raise NotImplementedError
 
+    @abstractmethod
     def observations(self) -> dict[str, torch.Tensor]:
         """{"policy": (n, obs_dim), "critic": (n, critic_dim), ...}, float32."""
-        raise NotImplementedError
 
+    @abstractmethod
     def reward_terms(self) -> dict[str, torch.Tensor]:
         """Named, weighted terms (n,) each; the env adds them in order."""
-        raise NotImplementedError
 
+    @abstractmethod
     def terminated(self) -> torch.Tensor:
         """(n,) bool: episodes that ended by failure or success (time-outs are the env's)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def episode_outcome(self, ids: torch.Tensor, time_outs: torch.Tensor) -> dict[str, torch.Tensor]:
         """Metrics of the episodes ending now (before their worlds reset): success, errors, ..."""
-        raise NotImplementedError
 
+    @abstractmethod
     def controller_state(self) -> list[torch.Tensor]:
         """Every tensor of internal state (filters, firmware, targets) that a state hash must cover."""
-        raise NotImplementedError
 
 
 def worlds_due(step: torch.Tensor, period_s: float, control_dt: float, enabled: bool = True) -> torch.Tensor:

@@ -10,7 +10,7 @@ task's obs_layout, written into the policy bundle like the Crazyflie's.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -43,7 +43,7 @@ from sim.tasks.base import Controls, SceneView, Task, worlds_due
 
 
 @dataclass
-class ArmTask(Task, ABC):
+class ArmTask(Task):
     """Shared machinery of the arm tasks; ArmReach, ArmPush and ArmPickPlace add goals and rewards."""
 
     action_mode: str = "ee_pose"
@@ -269,9 +269,10 @@ class ArmTask(Task, ABC):
         return self.backend.qpos[:, OBJ_QPOS0:].reshape(self.n, len(OBJECTS), 7)
 
     def scene_view(self) -> SceneView:
-        """The objects' poses now (a copy) and the task's destinations (reach: the markers)."""
+        """The objects' poses now (a view of the state, read-only by contract: guidance reads it every step,
+        so no copy) and the task's destinations (reach: the markers)."""
         return SceneView(
-            object_poses=self._objects().clone(),
+            object_poses=self._objects(),
             objects=tuple(body_name(*o) for o in OBJECTS),
             destinations=tuple(body_name(*d) for d in self._destinations()),
             table_z=TABLE_Z,
