@@ -20,6 +20,7 @@ def make_env(
     action_latency: bool | None = None,
     pushes: bool | None = None,
     nthread: int | None = None,
+    final_observation: bool = False,
 ) -> BatchedEnv:
     t = cfg.task
     torch.set_num_threads(int(cfg.backend.get("torch_threads", 1)))
@@ -40,6 +41,7 @@ def make_env(
         obs_noise=bool(pick(obs_noise, t.obs_noise)),
         action_latency=bool(pick(action_latency, t.action_latency)),
         pushes=bool(pick(pushes, t.pushes)),
+        final_observation=final_observation,  # off-policy learners bootstrap time-outs from it
     )
     env = BatchedEnv(task, env_cfg)
     try:  # options that do not fit the task (per_drone on one drone, a plan without layouts) are ValueErrors

@@ -88,10 +88,10 @@ def index_run(runs_root: Path, run_dir: Path) -> None:
 
 
 def load_actor(cfg: DictConfig, run_dir: Path, checkpoint: str | None = None):
-    from robot_rl.training.ppo_trainer import PPOTrainer
+    from robot_rl.training.learners import make_trainer, needs_final_observation
 
-    env = make_env(cfg, num_worlds=1)
-    trainer = PPOTrainer(env, OmegaConf.to_container(cfg.algo, resolve=True))
+    env = make_env(cfg, num_worlds=1, final_observation=needs_final_observation(cfg.algo.name))
+    trainer = make_trainer(env, OmegaConf.to_container(cfg.algo, resolve=True))
     trainer.load(Path(checkpoint) if checkpoint else latest_checkpoint(run_dir))
     return trainer.inference_policy(), env
 

@@ -73,9 +73,10 @@ def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     """overrides: the command line's, so that resume= says what it applies and what it ignores."""
     from torch.utils.tensorboard import SummaryWriter
 
-    from robot_rl.training.ppo_trainer import PPOTrainer
+    from robot_rl.training.learners import check_algo, make_trainer, needs_final_observation
     from robot_rl.training.resume import resume_config
 
+    check_algo(OmegaConf.to_container(cfg.algo, resolve=True))
     t_setup = time.perf_counter()
     resuming = bool(cfg.resume)
     if resuming:
@@ -104,11 +105,11 @@ def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
             **({"init_from": str(checkpoint)} if checkpoint else {}),
         )
     seed_everything(int(cfg.seed))
-    env = make_env(cfg)
+    env = make_env(cfg, final_observation=needs_final_observation(cfg.algo.name))
     attach_guidance(cfg, env, run_dir)
     env.stagger_episodes()
     writer = SummaryWriter(log_dir=str(run_dir / "tb"), flush_secs=5)
-    trainer = PPOTrainer(
+    trainer = make_trainer(
         env,
         OmegaConf.to_container(cfg.algo, resolve=True),
         run_dir=run_dir,

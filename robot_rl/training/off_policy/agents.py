@@ -1,0 +1,156 @@
+"""The TD3 and SAC updates on n-step batches (replay.ReplayBuffer.sample), CleanRL-style.
+
+Both: clipped double-Q targets `returns + discount * min(Q1', Q2')(s', a')` from target critics kept by
+Polyak averaging, the actor (and targets) updated every `policy_delay` critic updates. TD3 (Fujimoto et
+al. 2018): deterministic actor, target policy smoothing (clipped Gaussian noise on a'), Gaussian
+exploration noise. SAC (Haarnoja et al. 2018): tanh-Gaussian actor, entropy bonus with a learned
+temperature alpha toward target_entropy. Observations arrive normalized (the trainer's job).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from robot_rl.training.off_policy.config import OffPolicyConfig
+from robot_rl.training.off_policy.networks import Actor, GaussianActor, TwinCritic
+
+
+def polyak(target: nn.Module, online: nn.Module, tau: float) -> None:
+    with torch.no_grad():
+        for t, p in zip(target.parameters(), online.parameters(), strict=True):
+            t.lerp_(p, tau)
+
+
+class Agent(nn.Module):
+    """Networks, target networks and optimizers of one learner; update(batch) -> losses (tensors)."""
+
+    def __init__(self, cfg: OffPolicyConfig, obs_dim: int, critic_obs_dim: int, act_dim: int):
+        super().__init__()
+        self.cfg = cfg
+        self.act_dim = act_dim
+        self.actor = self._make_actor(obs_dim, act_dim)
+        self.critic = TwinCritic(critic_obs_dim, act_dim, list(cfg.critic_hidden_dims), cfg.obs_normalization)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.actor_opt = torch.optim.AdamW(
+            self.actor.parameters(), lr=cfg.actor_learning_rate, weight_decay=cfg.weight_decay
+        )
+        self.critic_opt = torch.optim.AdamW(
+            self.critic.parameters(), lr=cfg.critic_learning_rate, weight_decay=cfg.weight_decay
+        )
+        self.updates = 0  # critic updates done (the policy delay counts them)
+
+    def _make_actor(self, obs_dim: int, act_dim: int) -> Actor:
+        raise NotImplementedError
+
+    def explore(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalized policy observations -> the actions to collect with."""
+        raise NotImplementedError
+
+    def next_action(self, x_next: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The target's action at s' and the entropy term subtracted from its Q (0 for TD3)."""
+        raise NotImplementedError
+
+    def actor_loss(self, x: torch.Tensor, xc: torch.Tensor) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def update(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One critic update (and every policy_delay-th an actor and target update) on a normalized batch:
+        x, xc (critic), actions, returns, discount, x_next, xc_next."""
+        cfg = self.cfg
+        with torch.no_grad():
+            a_next, entropy_term = self.next_action(b["x_next"])
+            q_next = self.critic_target(b["xc_next"], a_next).min(0).values - entropy_term
+            target = b["returns"] + b["discount"] * q_next
+        q = self.critic(b["xc"], b["actions"])
+        critic_loss = (q - target).pow(2).mean(1).sum()
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_opt.step()
+        self.updates += 1
+        losses = {"critic": critic_loss.detach(), "q_mean": q.detach().mean()}
+        if self.updates % cfg.policy_delay == 0:
+            losses.update(self.actor_loss(b["x"], b["xc"]))
+            polyak(self.critic_target, self.critic, cfg.tau)
+            self.after_actor_update()
+        return losses
+
+    def after_actor_update(self) -> None:
+        pass
+
+
+class TD3Agent(Agent):
+    def __init__(self, cfg: OffPolicyConfig, obs_dim: int, critic_obs_dim: int, act_dim: int):
+        super().__init__(cfg, obs_dim, critic_obs_dim, act_dim)
+        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+
+    def _make_actor(self, obs_dim: int, act_dim: int) -> Actor:
+        c = self.cfg
+        return Actor(obs_dim, act_dim, list(c.actor_hidden_dims), c.obs_normalization, c.init_action_scale)
+
+    def explore(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.actor.mlp(x)
+        return (a + self.cfg.exploration_noise * torch.randn_like(a)).clamp(-1.0, 1.0)
+
+    def next_action(self, x_next: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = self.actor_target.mlp(x_next)
+        noise = (self.cfg.policy_noise * torch.randn_like(a)).clamp(-self.cfg.noise_clip, self.cfg.noise_clip)
+        return (a + noise).clamp(-1.0, 1.0), torch.zeros((), device=a.device)
+
+    def actor_loss(self, x: torch.Tensor, xc: torch.Tensor) -> dict[str, torch.Tensor]:
+        loss = -self.critic(xc, self.actor.mlp(x))[0].mean()
+        self.actor_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.actor_opt.step()
+        return {"actor": loss.detach()}
+
+    def after_actor_update(self) -> None:
+        polyak(self.actor_target, self.actor, self.cfg.tau)
+
+
+class SACAgent(Agent):
+    def __init__(self, cfg: OffPolicyConfig, obs_dim: int, critic_obs_dim: int, act_dim: int):
+        super().__init__(cfg, obs_dim, critic_obs_dim, act_dim)
+        self.log_alpha = nn.Parameter(torch.tensor(float(cfg.init_alpha)).log())
+        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_learning_rate)
+        self.target_entropy = float(-act_dim if cfg.target_entropy is None else cfg.target_entropy)
+
+    def _make_actor(self, obs_dim: int, act_dim: int) -> Actor:
+        c = self.cfg
+        hidden = list(c.actor_hidden_dims)
+        return GaussianActor(
+            obs_dim, act_dim, hidden, c.obs_normalization, c.init_action_scale, c.log_std_min, c.log_std_max
+        )
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        return self.log_alpha.detach().exp()
+
+    def explore(self, x: torch.Tensor) -> torch.Tensor:
+        return self.actor.sample(x)[0]
+
+    def next_action(self, x_next: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a, logp = self.actor.sample(x_next)
+        return a, self.alpha * logp
+
+    def actor_loss(self, x: torch.Tensor, xc: torch.Tensor) -> dict[str, torch.Tensor]:
+        a, logp = self.actor.sample(x)
+        q = self.critic(xc, a).min(0).values
+        loss = (self.alpha * logp - q).mean()
+        self.actor_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.actor_opt.step()
+        out = {"actor": loss.detach(), "entropy": -logp.detach().mean()}
+        if self.cfg.learn_alpha:
+            alpha_loss = -(self.log_alpha.exp() * (logp.detach() + self.target_entropy)).mean()
+            self.alpha_opt.zero_grad(set_to_none=True)
+            alpha_loss.backward()
+            self.alpha_opt.step()
+            out["alpha"] = alpha_loss.detach()
+        return out
+
+
+def make_agent(cfg: OffPolicyConfig, obs_dim: int, critic_obs_dim: int, act_dim: int) -> Agent:
+    return (TD3Agent if cfg.name == "td3" else SACAgent)(cfg, obs_dim, critic_obs_dim, act_dim)

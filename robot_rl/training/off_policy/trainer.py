@@ -1,0 +1,334 @@
+"""OffPolicyTrainer: TD3 / SAC over a BatchedEnv with PPOTrainer's surface (learn, save/load, inference_policy).
+
+Loop (top to bottom in learn): every env step the actor (plus exploration) acts in all num_worlds worlds,
+the step's num_worlds transitions go into the replay ring (ended episodes' next observation is the env's
+final_observation, so time-outs bootstrap and terminations do not), the running observation statistics
+take the step's observations, and once learning_starts transitions are held, updates_per_step gradient
+updates run on batches of batch_size n-step transitions. An iteration is steps_per_iteration env steps, so
+train.iterations * steps_per_iteration * num_worlds is the run's total of env steps.
+
+Checkpoints: model_<iteration>.pt (via checkpoint.save_atomic, read back with load_checkpoint: data only)
+holds the networks, target networks, optimizers, temperature, counters, RNG streams (torch, numpy,
+python, the env's, and CUDA's on a GPU) and the task record. With save_replay (the default) the replay
+ring is written first, atomically, to checkpoints/replay.pt (one file, the latest save's), tagged with the
+iteration it belongs to; resume loads it when its tag matches the checkpoint it resumes, so the learner
+continues with exactly the state it saved (the env restarts from fresh episodes, as PPO's resume does).
+Otherwise (no replay file, an older one after a kill between the two writes, save_replay false, or a
+fine-tune from another run with init_from) it is a warm restart: networks, optimizers and statistics are
+restored, the buffer starts empty and updates resume after learning_starts new transitions.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from robot_rl.training.checkpoint import (
+    RECORD_KEY,
+    CheckpointError,
+    load_checkpoint,
+    read_data,
+    save_atomic,
+    task_record,
+)
+from robot_rl.training.off_policy.agents import Agent, make_agent
+from robot_rl.training.off_policy.config import OffPolicyConfig
+from robot_rl.training.off_policy.replay import ReplayBuffer
+from robot_rl.training.ppo_trainer import restore_guidance, rng_state, set_rng_state
+
+REPLAY_FILE = "replay.pt"
+
+
+def next_observations(next_obs, dones: torch.Tensor, extras: dict, groups: tuple[str, ...]) -> dict:
+    """The true next observation of every world: the env's returned one, except for worlds whose episode ended,
+    whose returned observation is already the next episode's; theirs is extras["final_observation"]."""
+    out = {g: next_obs[g].clone() for g in groups}
+    if bool(dones.any()):
+        if "final_observation" not in extras:
+            raise ValueError("the env gives no final_observation: build it with EnvConfig(final_observation=True)")
+        ids = extras["final"]["ids"]
+        for g in groups:
+            out[g][ids] = extras["final_observation"][g].to(out[g].dtype)
+    return out
+
+
+class OffPolicyTrainer:
+    def __init__(self, env, algo: dict, run_dir: Path | None = None, writer=None, config_hash: str | None = None):
+        """algo: the algo section (td3 or sac); bad keys or values raise ValueError naming the key."""
+        self.cfg = cfg = OffPolicyConfig.from_dict(algo)
+        self.algo_cfg = dict(algo)
+        env_cfg = getattr(env, "cfg", None)
+        if env_cfg is not None and not getattr(env_cfg, "final_observation", False):
+            raise ValueError(
+                f"algo={cfg.name} bootstraps time-outs from the env's final_observation: build the env with it on"
+            )
+        self.env = env
+        self.record = task_record(env.task, config_hash)
+        self.run_dir = Path(run_dir) if run_dir else None
+        self.writer = writer
+        self.device = torch.device(cfg.device)
+        obs = env.get_observations()
+        self.asymmetric = cfg.asymmetric and "critic" in obs.keys()
+        self.groups = ("policy", "critic") if self.asymmetric else ("policy",)
+        obs_dim = obs["policy"].shape[1]
+        critic_dim = obs["critic"].shape[1] if self.asymmetric else obs_dim
+        self.agent: Agent = make_agent(cfg, obs_dim, critic_dim, env.num_actions).to(self.device)
+        self.dims = (obs_dim, critic_dim)
+        self.buffer: ReplayBuffer | None = None  # allocated when training starts (evaluation needs none)
+        self._pending_replay: Path | None = None  # load() found a replay file: learn() restores it
+        self.model_summary = f"actor: {self.agent.actor}\ncritic: {self.agent.critic}\n"
+        if self.run_dir is not None and self.run_dir.is_dir():
+            (self.run_dir / "model.txt").write_text(self.model_summary)
+        self.iteration = 0
+        self.total_steps = 0
+        self.train_time_s = 0.0
+        self.update_budget = 0.0  # fractional updates_per_step carried from step to step
+        self.resume_note = ""  # what load() restored of the replay buffer, for the command to print
+        self.update_threads = int(cfg.update_threads or max(1, os.cpu_count() or 1))
+        self.worlds = env.num_worlds
+
+    # -- acting and learning ----------------------------------------------------------------------------------
+    def _normalized(self, policy: torch.Tensor, critic: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self.agent.actor.obs_normalizer(policy)
+        xc = self.agent.critic.obs_normalizer(critic if critic is not None else policy)
+        return x, xc
+
+    def _update(self) -> dict[str, torch.Tensor]:
+        cfg = self.cfg
+        b = self.buffer.sample(cfg.batch_size, cfg.n_step, cfg.gamma)
+        x, xc = self._normalized(b["obs"], b.get("critic_obs"))
+        x_next, xc_next = self._normalized(b["next_obs"], b.get("next_critic_obs"))
+        batch = {"x": x, "xc": xc, "x_next": x_next, "xc_next": xc_next}
+        batch.update(actions=b["actions"], returns=b["returns"], discount=b["discount"])
+        return self.agent.update(batch)
+
+    def _observe(self, obs) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """An observation TensorDict on the learner's device; the running statistics take it."""
+        p = obs["policy"].to(self.device, torch.float32)
+        c = obs["critic"].to(self.device, torch.float32) if self.asymmetric else None
+        if self.cfg.obs_normalization:
+            self.agent.actor.obs_normalizer.update(p)
+            self.agent.critic.obs_normalizer.update(c if c is not None else p)
+        return p, c
+
+    def _ensure_buffer(self) -> ReplayBuffer:
+        if self.buffer is None:
+            obs_dim, critic_dim = self.dims
+            critic = critic_dim if self.asymmetric else None
+            n = self.env.num_envs
+            self.buffer = ReplayBuffer(self.cfg.buffer_size, n, obs_dim, self.env.num_actions, critic, self.device)
+        return self.buffer
+
+    def collect_step(self, obs):
+        """One env step with exploration; its transitions go into the buffer. Returns (next obs, rewards,
+        dones, extras) as the env gave them."""
+        self._ensure_buffer()
+        p, c = self._observe(obs)
+        with torch.no_grad():
+            actions = self.agent.explore(self.agent.actor.obs_normalizer(p))
+        next_obs, rewards, dones, extras = self.env.step(actions.cpu())
+        true_next = next_observations(next_obs, dones, extras, self.groups)
+        step = {
+            "obs": p,
+            "next_obs": true_next["policy"],
+            "actions": actions,
+            "rewards": rewards,
+            "done": dones,
+            "terminated": dones & ~extras["time_outs"],
+        }
+        if self.asymmetric:
+            step.update(critic_obs=c, next_critic_obs=true_next["critic"])
+        self.buffer.add(**step)
+        return next_obs, rewards, dones, extras
+
+    def learn(self, iterations: int, save_every: int = 50, progress: bool = True) -> dict:
+        env, cfg = self.env, self.cfg
+        self._ensure_buffer()
+        if self._pending_replay is not None:
+            self.resume_note = self._restore_replay(self._pending_replay)
+            self._pending_replay = None
+            tqdm.write(self.resume_note)  # one line on resume: what came back of the replay ring
+        obs = env.get_observations()
+        ret_sum = torch.zeros(env.num_envs)
+        recent_returns: list[float] = []
+        recent_success: list[float] = []
+        mean_ret = succ = float("nan")
+        bar = tqdm(range(self.iteration, iterations), desc="train", disable=not progress, unit="it", dynamic_ncols=True)
+        for it in bar:
+            t0 = time.perf_counter()
+            env.task.on_iteration(it)
+            ep_logs: list[dict] = []
+            losses: dict[str, list[torch.Tensor]] = {}
+            learn_s, n_updates = 0.0, 0
+            for _ in range(cfg.steps_per_iteration):
+                obs, rewards, dones, extras = self.collect_step(obs)
+                ret_sum += rewards
+                done_ids = dones.nonzero().flatten()
+                if done_ids.numel():
+                    recent_returns = (recent_returns + ret_sum[done_ids].tolist())[-200:]
+                    ret_sum[done_ids] = 0.0
+                    final, timed_out = extras["final"], extras["time_outs"][done_ids]
+                    finished = final["success"][timed_out | (final["crash"] > 0)]  # as PPOTrainer counts it
+                    recent_success = (recent_success + finished.tolist())[-500:]
+                    ep_logs.append(extras["episode"])
+                if len(self.buffer) < cfg.learning_starts:
+                    continue
+                self.update_budget += cfg.updates_per_step
+                n = int(self.update_budget)
+                self.update_budget -= n
+                t1 = time.perf_counter()
+                sim_threads = torch.get_num_threads()
+                torch.set_num_threads(self.update_threads)  # the simulator's pool is idle during updates
+                for _ in range(n):
+                    for k, v in self._update().items():
+                        losses.setdefault(k, []).append(v)
+                torch.set_num_threads(sim_threads)
+                learn_s += time.perf_counter() - t1
+                n_updates += n
+            dt = time.perf_counter() - t0
+            steps = cfg.steps_per_iteration * self.worlds
+            self.iteration = it + 1
+            self.total_steps += steps
+            self.train_time_s += dt
+            mean_ret = float(np.mean(recent_returns)) if recent_returns else float("nan")
+            succ = float(np.mean(recent_success)) if recent_success else float("nan")
+            bar.set_postfix(ret=f"{mean_ret:.1f}", success=f"{succ:.2f}", sps=f"{steps / dt:.0f}")
+            if self.writer is not None:
+                mean = {k: float(torch.stack(v).mean()) for k, v in losses.items()}  # once per iteration
+                self._log(it, mean, ep_logs, mean_ret, succ, dt, learn_s, n_updates)
+            if self.run_dir is not None and (self.iteration % save_every == 0 or self.iteration == iterations):
+                self.save(self.run_dir / "checkpoints" / f"model_{self.iteration}.pt")
+        return {
+            "iterations": self.iteration,
+            "total_steps": self.total_steps,
+            "train_time_s": self.train_time_s,
+            "mean_return": mean_ret,
+            "train_success": succ,
+        }
+
+    def _log(self, it, losses, ep_logs, mean_ret, succ, dt, learn_s, n_updates) -> None:
+        w = self.writer
+        for k, v in losses.items():
+            w.add_scalar(f"Loss/{k}", v, it)
+        w.add_scalar("Train/mean_reward", mean_ret, it)
+        w.add_scalar("Train/success_rate", succ, it)
+        w.add_scalar("Train/learning_rate", self.cfg.actor_learning_rate, it)
+        w.add_scalar("Train/buffer_transitions", len(self.buffer), it)
+        if self.cfg.name == "sac":
+            w.add_scalar("Train/alpha", float(self.agent.alpha), it)
+        w.add_scalar("Perf/steps_per_s", self.cfg.steps_per_iteration * self.worlds / dt, it)
+        w.add_scalar("Perf/collect_time_s", dt - learn_s, it)
+        w.add_scalar("Perf/learn_time_s", learn_s, it)
+        w.add_scalar("Perf/updates_per_s", n_updates / learn_s if learn_s > 0 else 0.0, it)
+        keys = set().union(*[d.keys() for d in ep_logs]) if ep_logs else set()
+        for k in sorted(keys):
+            w.add_scalar(f"Episode/{k}", float(np.mean([float(d[k]) for d in ep_logs if k in d])), it)
+
+    def inference_policy(self) -> torch.nn.Module:
+        """The deterministic actor (normalizer + MLP; SAC: tanh of the mean) on the CPU, in eval mode."""
+        return copy.deepcopy(self.agent.actor).cpu().eval()
+
+    # -- checkpoints ------------------------------------------------------------------------------------------
+    def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        a = self.agent
+        opts = {"actor": a.actor_opt, "critic": a.critic_opt}
+        if hasattr(a, "alpha_opt"):
+            opts["alpha"] = a.alpha_opt
+        return opts
+
+    def state_dict(self) -> dict:
+        rng = rng_state(self.env)
+        if self.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(self.device)
+        d = {
+            "actor_state_dict": {k: v.cpu() for k, v in self.agent.actor.state_dict().items()},
+            "agent_state_dict": {k: v.cpu() for k, v in self.agent.state_dict().items()},
+            "optimizer_state_dict": {k: _to_cpu(o.state_dict()) for k, o in self._optimizers().items()},
+            "updates": self.agent.updates,
+            "update_budget": self.update_budget,
+            "iteration": self.iteration,
+            "total_steps": self.total_steps,
+            "train_time_s": self.train_time_s,
+            "rng": rng,
+            "algo": self.algo_cfg,
+            "replay": {"file": REPLAY_FILE if self.cfg.save_replay else None, "transitions": len(self.buffer or ())},
+            RECORD_KEY: self.record.to_dict(),
+        }
+        guidance = self.env.guidance_state()
+        if guidance is not None:
+            d["guidance"] = guidance
+        return d
+
+    def save(self, path: Path) -> None:
+        """The replay ring first (replay.pt beside it, tagged with this iteration), then the model file."""
+        path = Path(path)
+        if self.cfg.save_replay and self.buffer is not None:
+            tag = {"iteration": self.iteration, "total_steps": self.total_steps}
+            save_atomic({**tag, "buffer": self.buffer.state_dict()}, path.parent / REPLAY_FILE)
+        save_atomic(self.state_dict(), path)
+
+    def load(self, path: Path, fine_tune: bool = False) -> None:
+        """Continue from a checkpoint (see the module docstring for what comes back of the replay buffer).
+        fine_tune (a new run, init_from): networks and optimizer state come from the checkpoint, the learning
+        rates are this run's configured ones, and the buffer starts empty."""
+        path = Path(path)
+        d = load_checkpoint(path, expect=self.record)
+        try:
+            self.agent.load_state_dict(d["agent_state_dict"], strict=True)
+            for k, opt in self._optimizers().items():
+                opt.load_state_dict(d["optimizer_state_dict"][k])
+        except (RuntimeError, KeyError, ValueError) as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise CheckpointError(f"checkpoint {path} does not fit this run's networks: {first}") from None
+        lrs = {"actor": self.cfg.actor_learning_rate, "critic": self.cfg.critic_learning_rate}
+        lrs["alpha"] = self.cfg.alpha_learning_rate
+        for k, opt in self._optimizers().items():
+            for g in opt.param_groups:
+                g["lr"] = lrs[k]
+        self.agent.updates = int(d["updates"])
+        self.update_budget = float(d["update_budget"])
+        self.iteration = int(d["iteration"])
+        self.total_steps = int(d["total_steps"])
+        self.train_time_s = float(d["train_time_s"])
+        set_rng_state(self.env, d["rng"])
+        if "cuda" in d["rng"] and self.device.type == "cuda":
+            torch.cuda.set_rng_state(d["rng"]["cuda"], self.device)
+        restore_guidance(self.env, d)
+        self.buffer = None  # a resume refills it from the replay file (learn() reads it), else from scratch
+        self._pending_replay = None
+        self.resume_note = "replay buffer: starts empty (a fine-tune)"
+        if not fine_tune:
+            self._pending_replay = path
+            self.resume_note = "replay buffer: read from the replay file when training starts"
+
+    def _restore_replay(self, path: Path) -> str:
+        """The replay ring saved with the checkpoint at path (whose iteration and step count this trainer
+        holds since load), or a warm restart (empty ring) saying why."""
+        d = {"iteration": self.iteration, "total_steps": self.total_steps}
+        replay = path.parent / REPLAY_FILE
+        if not self.cfg.save_replay or not replay.is_file():
+            return f"replay buffer: warm restart (no {REPLAY_FILE}), updates resume after learning_starts"
+        r = read_data(replay)
+        if not isinstance(r, dict) or r.get("iteration") != d["iteration"] or r.get("total_steps") != d["total_steps"]:
+            return f"replay buffer: warm restart ({REPLAY_FILE} is not of iteration {d['iteration']})"
+        try:
+            self._ensure_buffer().load_state_dict(r["buffer"])
+        except (KeyError, ValueError) as e:
+            return f"replay buffer: warm restart ({e})"
+        return f"replay buffer: {len(self.buffer):,} transitions restored"
+
+
+def _to_cpu(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_to_cpu(v) for v in obj]
+    return obj
