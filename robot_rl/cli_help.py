@@ -105,13 +105,13 @@ def _config_lines(verb: Verb) -> list[str]:
     for path, value in config_leaves(cfg):
         if not any(path == p or path.startswith(p + ".") for p in verb.config):
             continue
-        rule = rule_for(path)
+        rule = rule_for(cfg, path)
         lines.append(_row(f"{path} = {value!r}", rule.allowed() if rule is not None else ""))
     if "imitation" in verb.config:
         from robot_rl.training.imitation import DaggerConfig
 
         for f in dataclasses.fields(DaggerConfig):
-            rule = rule_for(f"imitation.{f.name}")
+            rule = rule_for({"imitation": {}}, f"imitation.{f.name}")
             lines.append(_row(f"imitation.{f.name} = {f.default!r}", rule.allowed() if rule else ""))
     return lines
 

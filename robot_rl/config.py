@@ -1,13 +1,16 @@
-"""Hydra config composition behind our own CLI front, so bad input is one line and exit code 2."""
+"""Hydra config composition over the structured schemas of robot_rl.schema, behind our own CLI front, so
+bad input is one line and exit code 2."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
+import re
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
-from robot_rl.schema import CONFIG_DIR, ConfigError, check_added_keys, check_ranges
+from robot_rl.schema import CONFIG_DIR, ConfigError, check_ranges, register_schemas
 
 __all__ = ["CONFIG_DIR", "ConfigError", "expand_sweep", "load_config", "to_yaml"]
 
@@ -21,35 +24,55 @@ def _compose(overrides: list[str]) -> DictConfig:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    register_schemas()
     try:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
             return compose(config_name="config", overrides=overrides)
     except (HydraException, OmegaConfBaseException) as e:
-        msg = " ".join(str(e).split())
-        for group, options in _groups().items():
-            if f"'{group}'" in msg or f"{group}=" in msg:
-                msg += f" (available {group} options: {', '.join(options)})"
-                break
-        raise ConfigError(msg) from None
+        raise ConfigError(_one_line(e)) from None
 
 
-def _check_types(cfg, base, path: str = "") -> None:
-    """Overrides must keep the type of the default they replace (an int stays an int, ...)."""
-    if isinstance(base, DictConfig):
-        if not isinstance(cfg, DictConfig):
-            raise ConfigError(f"{path}: expected a mapping, got {cfg!r}")
-        for key in base:
-            if key in cfg:
-                _check_types(cfg[key], base[key], f"{path}.{key}" if path else str(key))
-        return
-    if isinstance(base, ListConfig) or base is None:
-        return
-    expected = type(base)
-    ok = isinstance(cfg, expected) or (expected is float and isinstance(cfg, int) and not isinstance(cfg, bool))
-    if expected is int and isinstance(cfg, bool):
-        ok = False
-    if not ok:
-        raise ConfigError(f"{path}: expected {expected.__name__}, got {cfg!r}")
+def _one_line(e: Exception) -> str:
+    """Hydra's and OmegaConf's refusal as the line we print: the key, what it expects, what it got."""
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
+
+    cause = e if isinstance(e, ValidationError | ConfigKeyError) else e.__cause__
+    key = getattr(cause, "full_key", None)
+    if isinstance(cause, ValidationError) and key:
+        m = re.search(r"Value '(.*)' of type '(\w+)' could not be converted to (\w+)", str(cause))
+        if m:
+            got = repr(m.group(1)) if m.group(2) == "str" else m.group(1)
+            return f"{key}: expected {_TYPE_NAMES.get(m.group(3), m.group(3))}, got {got}"
+        return f"{key}: {' '.join(str(cause).split()[:12])}"
+    if isinstance(cause, ConfigAttributeError | ConfigKeyError) and key:
+        return f"unknown config key '{key}' (check the spelling; '+' adds only existing options)"
+    msg = " ".join(str(e).split()).split(" Config search path")[0]
+    for group, options in _groups().items():
+        if f"'{group}'" in msg or f"{group}=" in msg:
+            msg += f" (available {group} options: {', '.join(options)})"
+            break
+    return msg
+
+
+_TYPE_NAMES = {"Integer": "int", "Float": "float", "Boolean": "bool", "String": "str"}
+
+
+def _check_keys(node: DictConfig, task: str, path: str = "") -> None:
+    """Every key is a field of its node's schema (Hydra lets '+key=value' add keys to structured nodes)."""
+    schema = OmegaConf.get_type(node)
+    if dataclasses.is_dataclass(schema):
+        fields = [f.name for f in dataclasses.fields(schema)]
+        for key in node:
+            if key not in fields:
+                dotted = f"{path}.{key}" if path else str(key)
+                if dotted.startswith("task.params."):
+                    msg = f"unknown option '{dotted}' for task {task} (available: {', '.join(fields)})"
+                    raise ConfigError(msg)
+                raise ConfigError(f"unknown config key '{dotted}' (check the spelling; '+' adds only existing options)")
+    for key in node:
+        child = node._get_node(key)
+        if isinstance(child, DictConfig) and not child._is_missing() and not child._is_none():
+            _check_keys(child, task, f"{path}.{key}" if path else str(key))
 
 
 @functools.lru_cache(maxsize=32)
@@ -59,14 +82,26 @@ def _defaults(choices: tuple[str, ...]) -> DictConfig:
 
 
 def load_config(overrides: list[str]) -> DictConfig:
-    """The composed config, refused with one line unless every value has its default's type and is in range."""
-    cfg = _compose(overrides)
-    # Compare with the same group choices but no value overrides: catches 'train.iterations=abc'.
+    """The composed config, refused with one line unless every key is an option of its schema and every
+    value has the option's type and is in its range."""
     base = _defaults(tuple(o for o in overrides if o.split("=", 1)[0] in _groups()))
-    _check_types(cfg, base)
-    check_added_keys(cfg, base)
+    # '+key=value' for a key the schema already has is a plain override (the schema lists every option)
+    overrides = [_plain_if_present(o, base) for o in overrides]
+    cfg = _compose(overrides)
+    _check_keys(cfg, str(cfg.task.name))
     check_ranges(cfg)
     return cfg
+
+
+def _plain_if_present(override: str, base: DictConfig) -> str:
+    if override.startswith("+") and not override.startswith("++") and "=" in override:
+        key = override[1:].split("=", 1)[0]
+        if OmegaConf.select(base, key, default=_ABSENT) is not _ABSENT:
+            return override[1:]
+    return override
+
+
+_ABSENT = object()
 
 
 def expand_sweep(overrides: list[str]) -> list[list[str]]:

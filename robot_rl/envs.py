@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import torch
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 from tensordict import TensorDict
 
 from robot_rl.config import ConfigError
+from robot_rl.schema import task_options
 from sim.env import BatchedEnv, EnvConfig, EnvWrapper
-from sim.tasks import make_task
+from sim.tasks import TASKS, make_task
 
 
 def make_env(
@@ -24,11 +26,11 @@ def make_env(
 ) -> BatchedEnv:
     t = cfg.task
     torch.set_num_threads(int(cfg.backend.get("torch_threads", 1)))
-    params = t.get("params")
-    params = OmegaConf.to_container(params, resolve=True) if params else {}
     try:  # the task dataclasses refuse bad options with ValueError (TypeError: an option they lack)
-        task = make_task(t.name, action_mode=t.action_mode, **params)
-    except (TypeError, ValueError) as e:
+        if t.name not in TASKS:
+            raise ValueError(f"unknown task '{t.name}' (available: {', '.join(sorted(TASKS))})")
+        task = make_task(t.name, action_mode=t.action_mode, **task_options(t.name, t.get("params")))
+    except (TypeError, ValueError, OmegaConfBaseException) as e:
         raise ConfigError(f"task {t.name}: {e}") from None
     pick = lambda v, default: default if v is None else v  # noqa: E731
     env_cfg = EnvConfig(

@@ -1,263 +1,257 @@
-"""The config schema: the allowed range of every numeric option, and which keys may be added with '+'.
+"""The config schema: Hydra structured configs made of the config dataclasses, one per config group option.
 
-Hydra checks structure, config.load_config checks types; this module checks values, so that
-`task.num_worlds=0` or `algo.gamma=1.5` is refused with one line naming the key, the value and the
-allowed range, before a run directory exists or a simulator is built.
+The root (RunConfig: seed, train, eval, play), each task's options (the task dataclass's fields, under
+`task.params`), the learner's (PPOConfig, ...), guidance's (KeypointGuidanceConfig, PlanGuidanceConfig) and
+the backend's are registered in Hydra's ConfigStore; every YAML file under configs/ names its schema in
+its defaults list and only overrides values. Hydra then refuses a wrong type or an unknown key itself. The
+allowed values are written beside each field (robot_conventions.options.option) and checked here, so
+`task.num_worlds=0` or `algo.gamma=1.5` is refused with one line naming the key, the value and the range,
+before a run directory exists or a simulator is built.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import sys
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, ListConfig
+
+from robot_conventions.options import (
+    NONNEG,
+    NONNEG_INT,
+    PIXELS,
+    POS_INT,
+    POSITIVE,
+    RANDOMIZATION,
+    SEED,
+    Choice,
+    Range,
+    Rule,
+    option,
+    rule_of,
+)
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+FINITE_NUMBER = Range()
 
 
 class ConfigError(ValueError):
     """A config or override the user must fix; the message is the whole explanation."""
 
 
-SEED_MAX = 2**32 - 1  # numpy's seed range
+# -- the root and the groups without a dataclass of their own ----------------------------------------
+@dataclass
+class TrainConfig:
+    iterations: int = option(300, POS_INT)
+    save_every: int = option(25, POS_INT)
+    progress: bool = True
 
 
-def _num(x: float | None) -> str:
-    return str(int(x)) if x is not None and float(x).is_integer() else f"{x:g}" if x is not None else ""
+@dataclass
+class EvalConfig:
+    episodes: int = option(1024, POS_INT)
+    seed: int = option(12345, SEED)
+    randomization: str = option("train", RANDOMIZATION)
+    obs_noise: bool = True
+    action_latency: bool = True
+    pushes: bool = False
 
 
-@dataclass(frozen=True)
-class Range:
-    """A numeric option's allowed values; sequences are checked element by element."""
-
-    lo: float | None = None
-    hi: float | None = None
-    lo_open: bool = False  # lo itself is not allowed
-    hi_open: bool = False
-    integer: bool = False
-    optional: bool = False  # null is allowed
-    ordered: bool = False  # a sequence whose elements must not decrease ([lo, hi] pairs)
-
-    def allowed(self) -> str:
-        kind = "an integer" if self.integer else "a number"
-        lo, hi = _num(self.lo), _num(self.hi)
-        if self.lo is not None and self.hi is not None:
-            text = f"{kind} in {'(' if self.lo_open else '['}{lo}, {hi}{')' if self.hi_open else ']'}"
-        elif self.lo is not None:
-            text = f"{kind} {'>' if self.lo_open else '>='} {lo}"
-        elif self.hi is not None:
-            text = f"{kind} {'<' if self.hi_open else '<='} {hi}"
-        else:
-            text = "any integer" if self.integer else "a finite number"
-        return text + (" or null" if self.optional else "") + (", in increasing order" if self.ordered else "")
-
-    def accepts(self, value: float) -> bool:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            return False
-        if self.integer and not isinstance(value, int):
-            return False
-        if self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo):
-            return False
-        return self.hi is None or (value < self.hi if self.hi_open else value <= self.hi)
+@dataclass
+class PlayConfig:
+    seconds: float = option(8.0, POSITIVE)
+    width: int = option(480, PIXELS)
+    height: int = option(352, PIXELS)
+    camera: str | None = None
 
 
-@dataclass(frozen=True)
-class Choice:
-    """A string option with a fixed set of values."""
-
-    values: tuple[str, ...]
-    optional: bool = False
-
-    def allowed(self) -> str:
-        return "one of " + ", ".join(self.values) + (" or null" if self.optional else "")
+@dataclass
+class BackendConfig:
+    name: str = "mujoco"
+    nthread: int = option(0, NONNEG_INT)  # 0: every core
+    torch_threads: int = option(1, POS_INT)
 
 
-Rule = Range | Choice
+@dataclass
+class TaskGroupConfig:
+    """What every task group has; `params` is the task dataclass's own options (task_group_schema)."""
 
-POS_INT = Range(1, integer=True)
-NONNEG_INT = Range(0, integer=True)
-SEED = Range(0, SEED_MAX, integer=True)
-POSITIVE = Range(0, lo_open=True)  # durations, rates, radii, step sizes
-NONNEG = Range(0)
-PROB = Range(0, 1)  # probabilities and fractions
-FINITE = Range()  # reward weights (either sign), positions
-PIXELS = Range(16, 4096, integer=True)
-RANDOMIZATION = Choice(("none", "train", "max"))
-# rsl_rl.utils.resolve_nn_activation's names
-ACTIVATIONS = (
-    "elu", "selu", "relu", "crelu", "lrelu", "tanh", "sigmoid", "softplus", "gelu", "swish", "mish", "identity",
-)  # fmt: skip
-
-# Keys by their full dotted path.
-RULES: dict[str, Rule] = {
-    "seed": SEED,
-    "train.iterations": POS_INT,
-    "train.save_every": POS_INT,
-    "eval.episodes": POS_INT,
-    "eval.seed": SEED,
-    "eval.randomization": RANDOMIZATION,
-    "play.seconds": POSITIVE,
-    "play.width": PIXELS,
-    "play.height": PIXELS,
-    "task.num_worlds": Range(1, 1 << 20, integer=True),
-    "task.episode_length_s": POSITIVE,
-    "task.randomization": RANDOMIZATION,
-    "backend.nthread": NONNEG_INT,  # 0: every core
-    "backend.torch_threads": POS_INT,
-    # algo (ppo, ppo_swarm)
-    "algo.num_steps_per_env": POS_INT,
-    "algo.num_learning_epochs": POS_INT,
-    "algo.num_mini_batches": POS_INT,
-    "algo.learning_rate": POSITIVE,
-    "algo.schedule": Choice(("adaptive", "fixed")),
-    "algo.desired_kl": POSITIVE,
-    "algo.gamma": PROB,
-    "algo.lam": PROB,
-    "algo.entropy_coef": NONNEG,
-    "algo.clip_param": POSITIVE,
-    "algo.max_grad_norm": POSITIVE,
-    "algo.init_std": POSITIVE,
-    "algo.activation": Choice(ACTIVATIONS),
-    "algo.actor_hidden_dims": POS_INT,
-    "algo.critic_hidden_dims": POS_INT,
-    "algo.anchor_coef": NONNEG,
-    "algo.update_threads": Range(1, integer=True, optional=True),
-    "algo.swarm_hidden": Range(1, integer=True, optional=True),
-    "algo.actor": Choice(("swarm_attention", "swarm_mlp", "mlp")),
-    # guidance (keypoint, plan); the groups share seed and model
-    "guidance.seed": SEED,
-    "guidance.noise_seed": SEED,
-    "guidance.noise_p": PROB,
-    "guidance.width": PIXELS,
-    "guidance.height": PIXELS,
-    "guidance.per_object": POS_INT,
-    "guidance.grid": POS_INT,
-    "guidance.weights.progress": FINITE,
-    "guidance.weights.success": FINITE,
-    "guidance.weights.reach_radius": POSITIVE,
-    "guidance.weights.waypoint_radius": POSITIVE,
-    "guidance.model.timeout_s": POSITIVE,
-    "guidance.model.max_retries": NONNEG_INT,
-    "guidance.model.temperature": Range(0, 2),
-    "guidance.model.retry_backoff_s": NONNEG,
-    "guidance.base_gain": NONNEG,
-    "guidance.residual_scale": NONNEG,
-    "guidance.approach_gain": Range(0, 1, lo_open=True),
-    "guidance.base_gain_final": Range(0, optional=True),
-    "guidance.residual_scale_final": Range(0, optional=True),
-    "guidance.anneal_env_steps": NONNEG_INT,
-    "guidance.subgoal_timeout_s": POSITIVE,
-    "guidance.bonus": NONNEG,
-    "guidance.bonus_decay": PROB,
-    "guidance.replan_after": POS_INT,
-    "guidance.max_replans": NONNEG_INT,
-    "guidance.wrong_options": POS_INT,
-    "guidance.object_pose_noise_m": NONNEG,
-    "guidance.pose_correction_m": NONNEG,
-    # robot-rl imitate: imitation.<field> (robot_rl.training.imitation.DaggerConfig)
-    "imitation.rounds": POS_INT,
-    "imitation.steps_per_round": POS_INT,
-    "imitation.beta0": PROB,
-    "imitation.beta_decay": PROB,
-    "imitation.buffer_size": POS_INT,
-    "imitation.updates_per_round": NONNEG_INT,
-    "imitation.batch_size": POS_INT,
-    "imitation.learning_rate": POSITIVE,
-    "imitation.max_grad_norm": POSITIVE,
-    "imitation.critic_iterations": NONNEG_INT,
-}
-
-# robot-rl deploy check --<option> (robot_rl_ros.deploy_check's argparse names)
-DEPLOY_CHECK_RULES: dict[str, Rule] = {
-    "seconds": POSITIVE,
-    "discovery_timeout": NONNEG,
-    "max_age": POSITIVE,
-    "domain_id": Range(0, 232, integer=True, optional=True),  # DDS ports overflow above 232
-    "action_dim": Range(1, integer=True, optional=True),
-    "goal": FINITE,
-    "command": FINITE,
-}
-
-# task.params.<name>, whichever task has the field (sim/tasks/*.py dataclasses); rewards.* are any finite weight.
-PARAM_RULES: dict[str, Rule] = {
-    # crazyflie_hover, crazyflie_goto
-    "goal": FINITE,
-    "start_half_extent": NONNEG,
-    "ground_start_prob": PROB,
-    "max_start_tilt_deg": Range(0, 180),
-    "max_start_speed": NONNEG,
-    "success_radius": POSITIVE,
-    "success_hold_s": NONNEG,
-    "curriculum_iterations": NONNEG_INT,  # 0: no curriculum
-    "curriculum_start_extent": NONNEG,
-    "push_interval_s": POSITIVE,
-    "push_speed": NONNEG,
-    "goal_period_s": POSITIVE,
-    "goal_low": FINITE,
-    "goal_high": FINITE,
-    # arm_reach, arm_push, arm_pick_place
-    "push_joint_speed": NONNEG,
-    "layouts": NONNEG_INT,
-    "layout_seed": SEED,
-    "layout_jitter_m": NONNEG,
-    "camera_size": Range(8, 256, integer=True),
-    "target_low": FINITE,
-    "target_high": FINITE,
-    "push_distance_m": Range(0.05, 0.3, optional=True, ordered=True),
-    "ik.damping": NONNEG,
-    "ik.max_pos_step": POSITIVE,
-    "ik.max_rot_step": POSITIVE,
-    "ik.max_joint_step": POSITIVE,
-    "ik.null_gain": NONNEG,
-    "ik.limit_margin": NONNEG,
-    "ik.max_target_lead": POSITIVE,
-    # crazyflie_swarm
-    "num_drones": Range(1, 64, integer=True),
-    "k_neighbours": NONNEG_INT,
-    "neighbour_rate_hz": POSITIVE,
-    "neighbour_latency_s": NONNEG,
-    "tof_rate_hz": POSITIVE,
-    "tof_noise_std": NONNEG,
-    "tof_dropout": PROB,
-    "tof_yaw_noise": NONNEG,
-    "speed_mean": POSITIVE,
-    "speed_std": NONNEG,
-    "speed_range": Range(0, lo_open=True, ordered=True),
-    "density": PROB,
-    "cell_min": POSITIVE,
-    "cell_max": POSITIVE,
-    "scene_offset": NONNEG_INT,
-    "gap_width": POSITIVE,
-    "gap_fraction": PROB,
-    # quadruped_velocity
-    "lin_vel_x": Range(ordered=True),
-    "lin_vel_y": Range(ordered=True),
-    "yaw_rate": Range(ordered=True),
-    "command_resample_s": NONNEG,  # 0: one command per episode
-    "min_command_speed": NONNEG,
-    "tracking_sigma": POSITIVE,
-    "action_scale": POSITIVE,
-    "kp": Range(0, lo_open=True, optional=True),
-    "kd": Range(0, optional=True),
-    "terrain_levels": POS_INT,
-    "terrain_tile_m": POSITIVE,
-    "terrain_seed": SEED,
-    "max_init_level": NONNEG_INT,
-    "success_lin_vel_error": POSITIVE,
-    "success_yaw_rate_error": POSITIVE,
-    "settle_s": NONNEG,
-}
+    name: str = MISSING
+    action_mode: str = MISSING
+    num_worlds: int = option(1024, Range(1, 1 << 20, integer=True))
+    episode_length_s: float = option(8.0, POSITIVE)
+    randomization: str = option("train", RANDOMIZATION)
+    obs_noise: bool = True
+    action_latency: bool = True
+    pushes: bool = True
 
 
-def rule_for(path: str) -> Rule | None:
-    """The rule of a dotted config key, or None where the key has none (strings, paths, flags)."""
-    if path.startswith("task.params."):
-        name = path.removeprefix("task.params.")
-        return FINITE if name.startswith("rewards.") else PARAM_RULES.get(name)
-    return RULES.get(path)
+@dataclass
+class NoGuidance:
+    name: str = "none"
+
+
+@dataclass
+class RunConfig:
+    seed: int = option(0, SEED)
+    run_name: str | None = None
+    runs_root: str = "runs"
+    resume: str | None = None
+    init_from: str | None = None
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    play: PlayConfig = field(default_factory=PlayConfig)
+    task: Any = MISSING  # typed by the chosen group option's schema
+    algo: Any = MISSING
+    backend: Any = MISSING
+    guidance: Any = MISSING
+
+
+# -- group options -> their dataclasses -----------------------------------------------------------
+def _algo_classes() -> dict[str, type]:
+    from robot_rl.training.ppo_config import PPOConfig
+
+    return {"ppo": PPOConfig, "ppo_swarm": PPOConfig}
+
+
+def _guidance_classes() -> dict[str, type]:
+    from robot_rl.guidance.kagi import KeypointGuidanceConfig
+    from robot_rl.guidance.plan.config import PlanGuidanceConfig
+
+    return {"none": NoGuidance, "keypoint": KeypointGuidanceConfig, "plan": PlanGuidanceConfig}
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    """A dataclass's field types, each resolved in the module of the class that declares it (a task's bases
+    live in other modules, and one of them annotates names it imports only for type checking)."""
+    types: dict[str, Any] = {}
+    names = {f.name for f in dataclasses.fields(cls)}
+    for klass in reversed(cls.__mro__):
+        for name, annotation in klass.__dict__.get("__annotations__", {}).items():
+            if name in names:
+                if isinstance(annotation, str):
+                    annotation = eval(annotation, vars(sys.modules[klass.__module__]))  # noqa: S307 (our own source)
+                types[name] = annotation
+    return types
+
+
+def _copy_field(f: dataclasses.Field, **change) -> dataclasses.Field:
+    kw = {"default": f.default, "default_factory": f.default_factory, "metadata": f.metadata} | change
+    return dataclasses.field(**kw)
+
+
+def group_schema(cls: type, name: str | None, exclude: tuple[str, ...] = ()) -> type:
+    """A config group option's schema: `name` (defaulting to the option; None: no name) and cls's fields."""
+    types = _field_types(cls)
+    fields = [("name", str, dataclasses.field(default=name))] if name is not None else []
+    fields += [
+        (f.name, types[f.name], _copy_field(f))
+        for f in dataclasses.fields(cls)
+        if f.name not in exclude and f.name != "name"
+    ]
+    return dataclasses.make_dataclass(f"{cls.__name__}Options", fields)
+
+
+@functools.cache
+def task_group_schema(task: str) -> type:
+    """The task group of one task: TaskGroupConfig's fields and `params`, the task dataclass's options (its
+    action_mode is the group's own key)."""
+    from sim.tasks import TASKS
+
+    params = group_schema(TASKS[task], None, exclude=("action_mode",))
+    return dataclasses.make_dataclass(
+        f"{TASKS[task].__name__}Group",
+        [("name", str, dataclasses.field(default=task)), ("params", params, dataclasses.field(default_factory=params))],
+        bases=(TaskGroupConfig,),
+    )
+
+
+def task_options(task: str, params) -> dict:
+    """make_task's keyword arguments from a task's params (a composed node or a run's saved YAML): typed by
+    the task's schema, nested options as their dataclasses (RewardWeights, DiffIK)."""
+    from omegaconf import OmegaConf
+
+    params_type = _field_types(task_group_schema(task))["params"]
+    typed = OmegaConf.merge(OmegaConf.structured(params_type), params if params is not None else {})
+    options = OmegaConf.to_object(typed)
+    out = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
+    for f in dataclasses.fields(params_type):  # OmegaConf gives lists; a tuple option stays a tuple
+        if isinstance(f.default, tuple) and isinstance(out[f.name], list):
+            out[f.name] = tuple(out[f.name])
+    return out
+
+
+@functools.cache
+def option_schema(group: str, name: str) -> type | None:
+    """The schema class of one option of a config group, or None where it has none (an unknown name)."""
+    from sim.tasks import TASKS
+
+    if group == "task":
+        return task_group_schema(name) if name in TASKS else None
+    if group == "backend":
+        return BackendConfig if name == "mujoco" else None
+    classes = _algo_classes() if group == "algo" else _guidance_classes() if group == "guidance" else {}
+    return group_schema(classes[name], name) if name in classes else None
+
+
+def register_schemas() -> None:
+    """Put every schema into Hydra's ConfigStore: `robot_rl_schema` (the root) and `schema/<group>/<option>`,
+    which configs/<group>/<option>.yaml extends. Idempotent."""
+    from hydra.core.config_store import ConfigStore
+
+    from sim.tasks import TASKS
+
+    store = ConfigStore.instance()
+    store.store(name="robot_rl_schema", node=RunConfig)
+    options = {
+        "task": sorted(TASKS),
+        "algo": sorted(_algo_classes()),
+        "guidance": sorted(_guidance_classes()),
+        "backend": ["mujoco"],
+    }
+    for group, names in options.items():
+        for name in names:
+            store.store(group=f"schema/{group}", name=name, node=option_schema(group, name))
+
+
+# -- allowed values ---------------------------------------------------------------------------------
+def _node_schema(cfg, head: str) -> type | None:
+    """The schema of a top-level section of cfg: a group's by the option it names, the root's otherwise."""
+    if head in ("task", "algo", "guidance", "backend"):
+        node = cfg.get(head) if isinstance(cfg, (Mapping, DictConfig)) else None
+        name = node.get("name") if isinstance(node, (Mapping, DictConfig)) else None
+        return option_schema(head, str(name)) if name is not None else None
+    if head == "imitation":
+        from robot_rl.training.imitation import DaggerConfig
+
+        return DaggerConfig
+    return None
+
+
+def rule_for(cfg, path: str) -> Rule | None:
+    """The rule of a dotted key of cfg (a composed config, a run's config.yaml or a plain dict of sections),
+    from the dataclass field it names; a rule on a dataclass field covers the leaves below it without one."""
+    head, *rest = path.split(".")
+    schema = _node_schema(cfg, head)
+    if schema is None:
+        schema, rest = RunConfig, [head, *rest]
+    inherited = None
+    for i, key in enumerate(rest):
+        fields = {f.name: f for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else {}
+        if key not in fields:
+            return inherited
+        rule = rule_of(fields[key])
+        if i == len(rest) - 1:
+            return rule or inherited
+        inherited = rule or inherited
+        schema = _field_types(schema).get(key)
+    return inherited
 
 
 def config_leaves(node, path: str = "") -> Iterator[tuple[str, object]]:
@@ -265,13 +259,21 @@ def config_leaves(node, path: str = "") -> Iterator[tuple[str, object]]:
     if isinstance(node, (DictConfig, Mapping)):
         for key in node:
             yield from config_leaves(node[key], f"{path}.{key}" if path else str(key))
-    elif isinstance(node, ListConfig):
+    elif isinstance(node, (ListConfig, list, tuple)):
         yield path, list(node)
     else:
         yield path, node
 
 
-def _check_value(path: str, value, rule: Rule) -> None:
+def _shown(value):
+    """A value as the user wrote it: the schema stores 0 for a float option as 0.0."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return [_shown(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+def check_value(path: str, value, rule: Rule) -> None:
+    """ConfigError unless value satisfies rule."""
     if value is None:
         if not rule.optional:
             raise ConfigError(f"{path}=null is out of range: allowed {rule.allowed()}")
@@ -285,77 +287,33 @@ def _check_value(path: str, value, rule: Rule) -> None:
     bad = bad or not all(rule.accepts(v) for v in values)
     bad = bad or (rule.ordered and any(a > b for a, b in zip(values[:-1], values[1:], strict=True)))
     if bad:
-        raise ConfigError(f"{path}={value!r} is out of range: allowed {rule.allowed()}")
+        raise ConfigError(f"{path}={_shown(value)!r} is out of range: allowed {rule.allowed()}")
+
+
+def check_ranges(cfg: DictConfig | Mapping) -> None:
+    """Every value with a rule must satisfy it; every other number must at least be finite (no nan, inf)."""
+    for path, value in config_leaves(cfg):
+        rule = rule_for(cfg, path)
+        if rule is not None:
+            check_value(path, value, rule)
+        elif isinstance(value, float) and not math.isfinite(value):
+            check_value(path, value, FINITE_NUMBER)
+
+
+# -- robot-rl deploy check --<option> (robot_rl_ros.deploy_check's argparse names) ------------------
+DEPLOY_CHECK_RULES: dict[str, Rule] = {
+    "seconds": POSITIVE,
+    "discovery_timeout": NONNEG,
+    "max_age": POSITIVE,
+    "domain_id": Range(0, 232, integer=True, optional=True),  # DDS ports overflow above 232
+    "action_dim": Range(1, integer=True, optional=True),
+    "goal": FINITE_NUMBER,
+    "command": FINITE_NUMBER,
+}
 
 
 def check_options(options: Mapping, rules: Mapping[str, Rule], prefix: str = "--") -> None:
     """Command-line options (argparse's names, '-' as '_') against their rules."""
     for name, rule in rules.items():
         if name in options:
-            _check_value(prefix + name.replace("_", "-"), options[name], rule)
-
-
-def check_ranges(cfg: DictConfig | Mapping) -> None:
-    """Every value with a rule must satisfy it; every other number must at least be finite (no nan, inf)."""
-    for path, value in config_leaves(cfg):
-        rule = rule_for(path)
-        if rule is not None:
-            _check_value(path, value, rule)
-        elif isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{path}={value!r} is out of range: allowed a finite number")
-
-
-# -- keys added with '+' --------------------------------------------------------------------------
-def _algo_keys() -> set[str]:
-    """Optional algo keys: any key some algo config has (the trainer reads them with defaults)."""
-    keys: set[str] = set()
-    for p in sorted(Path(CONFIG_DIR, "algo").glob("*.yaml")):
-        keys |= set(OmegaConf.load(p).keys())
-    return keys
-
-
-def _field_default(cls, dotted: str):
-    """The default of a (nested) dataclass field, or KeyError with the names that would have been allowed."""
-    head, _, rest = dotted.partition(".")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    if head not in fields:
-        raise KeyError(", ".join(sorted(fields)))
-    f = fields[head]
-    default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-    if not rest:
-        return default
-    if not dataclasses.is_dataclass(default):
-        raise KeyError(f"{head} is not a group")
-    return _field_default(type(default), rest)
-
-
-def check_added_keys(cfg: DictConfig, base: DictConfig) -> None:
-    """Keys in cfg that the composed defaults lack ('+key=value') must be real options: a task's dataclass
-    field (task.params.*, typed as its default) or an optional algo key; anything else is a typo."""
-    from sim.tasks import TASKS
-
-    base_keys = {path for path, _ in config_leaves(base)}
-    algo_keys = None
-    for path, value in config_leaves(cfg):
-        if path in base_keys:
-            continue
-        if path.startswith("task.params.") and cfg.task.name in TASKS:
-            name = path.removeprefix("task.params.")
-            try:
-                default = _field_default(TASKS[cfg.task.name], name)
-            except KeyError as e:
-                msg = f"unknown option '{path}' for task {cfg.task.name} (available: {e.args[0]})"
-                raise ConfigError(msg) from None
-            if isinstance(default, (bool, int, float, str)) and value is not None:
-                want = float if type(default) is float else type(default)
-                ok = isinstance(value, want) and not (want is not bool and isinstance(value, bool))
-                if want is float and isinstance(value, int) and not isinstance(value, bool):
-                    ok = True
-                if not ok:
-                    raise ConfigError(f"{path}: expected {want.__name__}, got {value!r}")
-            continue
-        if path.startswith("algo."):
-            algo_keys = _algo_keys() if algo_keys is None else algo_keys
-            if path.split(".")[1] in algo_keys:
-                continue
-        raise ConfigError(f"unknown config key '{path}' (check the spelling; '+' adds only existing options)")
+            check_value(prefix + name.replace("_", "-"), options[name], rule)

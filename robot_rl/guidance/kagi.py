@@ -18,6 +18,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from robot_conventions.options import PIXELS, POS_INT, PROB, SEED, Choice, option
 from robot_rl.guidance.keypoint_proposer import Proposal, propose_keypoints
 from robot_rl.guidance.keypoint_reward import KeypointReward, KeypointRewardWeights
 from robot_rl.guidance.keypoint_selection import (
@@ -37,15 +38,17 @@ log = logging.getLogger("robot_rl.guidance")
 
 @dataclass
 class KeypointGuidanceConfig:
-    backend: str = "oracle"  # oracle | noisy_oracle | vlm
-    noise_p: float = 0.2  # noisy_oracle: the share of layouts with a wrong mark (round(p x layouts) of them)
+    backend: str = option("oracle", Choice(BACKENDS))  # oracle | noisy_oracle | vlm
+    # noisy_oracle: the share of layouts with a wrong mark (round(p x layouts) of them)
+    noise_p: float = option(0.2, PROB)
     camera: str = "top"
-    width: int = 640
-    height: int = 480
-    per_object: int = 3
-    grid: tuple[int, int] = (5, 5)
-    seed: int = 0  # keypoint sampling (farthest-point seeds): the same marks for every run of a sweep
-    noise_seed: int = 0  # noisy_oracle's draws; the config sets it to the run's seed, so seeds differ in noise
+    width: int = option(640, PIXELS)
+    height: int = option(480, PIXELS)
+    per_object: int = option(3, POS_INT)
+    grid: tuple[int, int] = option((5, 5), POS_INT)
+    seed: int = option(0, SEED)  # keypoint sampling (farthest-point seeds): the same marks for every run of a sweep
+    # noisy_oracle's draws; the config sets it to the run's seed, so seeds differ in noise
+    noise_seed: int = option(0, SEED)
     model: ModelConfig = field(default_factory=ModelConfig)
     weights: KeypointRewardWeights = field(default_factory=KeypointRewardWeights)
 

@@ -20,15 +20,16 @@ from dataclasses import dataclass
 
 import torch
 
+from robot_conventions.options import FINITE, POSITIVE, option
 from robot_rl.guidance.keypoint_selection import OBJECT_HALF_HEIGHT, KeypointGuide
 
 
 @dataclass
 class KeypointRewardWeights:
-    progress: float = 10.0
-    success: float = 2.0
-    reach_radius: float = 0.03  # m, end-effector to the grasp keypoint
-    waypoint_radius: float = 0.04  # m, object centre to a waypoint
+    progress: float = option(10.0, FINITE)
+    success: float = option(2.0, FINITE)
+    reach_radius: float = option(0.03, POSITIVE)  # m, end-effector to the grasp keypoint
+    waypoint_radius: float = option(0.04, POSITIVE)  # m, object centre to a waypoint
 
 
 def quat_to_rotmat(q: torch.Tensor) -> torch.Tensor:

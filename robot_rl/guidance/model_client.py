@@ -41,6 +41,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from robot_conventions.options import NONNEG, NONNEG_INT, POSITIVE, Range, option
+
 log = logging.getLogger("robot_rl.guidance")
 
 MODES = ("live", "record", "replay", "replay_or_oracle")
@@ -56,13 +58,15 @@ class ModelConfig:
     base_url: str = "http://127.0.0.1:8000/v1"  # vLLM, Ollama (/v1), llama.cpp server, hosted APIs
     model: str = "local-model"
     api_key_env: str = "ROBOT_RL_MODEL_API_KEY"  # key read from this env var; absent -> no Authorization header
-    timeout_s: float = 30.0
-    max_retries: int = 2  # extra attempts after the first; invalid answers are sent back with the error
+    timeout_s: float = option(30.0, POSITIVE)
+    # extra attempts after the first; invalid answers are sent back with the error
+    max_retries: int = option(2, NONNEG_INT)
     mode: str = "replay_or_oracle"  # live | record | replay | replay_or_oracle
     on_failure: str = "oracle"  # oracle | error: what happens when all attempts fail
     cache_dir: str = ".robot_rl_cache/model"  # on-disk cache of answers
-    temperature: float = 0.0
-    retry_backoff_s: float = 0.5  # wait before retrying a transport failure (doubles each time, capped at 8 s)
+    temperature: float = option(0.0, Range(0, 2))
+    # wait before retrying a transport failure (doubles each time, capped at 8 s)
+    retry_backoff_s: float = option(0.5, NONNEG)
 
 
 class ModelError(RuntimeError):

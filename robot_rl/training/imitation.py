@@ -41,21 +41,23 @@ import torch
 from tensordict import TensorDict
 from tqdm import tqdm
 
+from robot_conventions.options import NONNEG_INT, POS_INT, POSITIVE, PROB, option
+
 TEACHERS = ("sensed_safe_command", "safe_command")
 
 
 @dataclass
 class DaggerConfig:
     teacher: str = "sensed_safe_command"  # the task method that gives the teacher's command (motor units)
-    rounds: int = 8
-    steps_per_round: int = 500  # env steps per round; each step gives W samples (one per world)
-    beta0: float = 1.0  # teacher probability in round 0
-    beta_decay: float = 0.5  # round r (but the last) uses beta0 * beta_decay**r; the last round uses 0
-    buffer_size: int = 300_000  # world-step samples kept (N drones each); the oldest are dropped first
-    updates_per_round: int = 1500  # Adam steps after each round
-    batch_size: int = 256  # world-steps per Adam step (x N drones)
-    learning_rate: float = 3e-3
-    max_grad_norm: float = 1.0
+    rounds: int = option(8, POS_INT)
+    steps_per_round: int = option(500, POS_INT)  # env steps per round; each step gives W samples (one per world)
+    beta0: float = option(1.0, PROB)  # teacher probability in round 0
+    beta_decay: float = option(0.5, PROB)  # round r (but the last) uses beta0 * beta_decay**r; the last round uses 0
+    buffer_size: int = option(300_000, POS_INT)  # world-step samples kept (N drones each); the oldest are dropped first
+    updates_per_round: int = option(1500, NONNEG_INT)  # Adam steps after each round
+    batch_size: int = option(256, POS_INT)  # world-steps per Adam step (x N drones)
+    learning_rate: float = option(3e-3, POSITIVE)
+    max_grad_norm: float = option(1.0, POSITIVE)
     # execute every action (the teacher's too) with the actor's own Gaussian noise, as PPO's rollouts will:
     # the normalizer statistics then match PPO's, whose updates would otherwise rescale the inputs under the
     # warm-started weights (without it, PPO's noisy rollouts double the body-rate std within 20 iterations:
@@ -63,7 +65,7 @@ class DaggerConfig:
     exploration_noise: bool = True
     # PPO iterations with the actor frozen after DAgger: the critic learns the student's values under the
     # run's rewards, so PPO's first updates follow advantages instead of an untrained critic's noise
-    critic_iterations: int = 10
+    critic_iterations: int = option(10, NONNEG_INT)
 
     def __post_init__(self):
         if self.rounds < 1 or self.steps_per_round < 1 or self.batch_size < 1:

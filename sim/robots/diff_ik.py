@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
+from robot_conventions.options import NONNEG, POSITIVE, option
+
 # Franka Emika "Robot and interface specifications": (a, d, alpha) per joint, then the flange.
 PANDA_DH = (
     (0.0, 0.333, 0.0),
@@ -164,13 +166,14 @@ class DiffIK:
     then moves the TCP 0.34 cm).
     """
 
-    damping: float = 0.05  # lambda: keeps steps bounded near singularities (stretched arm, q5 ~ 0)
-    max_pos_step: float = 0.05  # m per call
-    max_rot_step: float = 0.3  # rad per call
-    max_joint_step: float = 0.25  # rad per call
-    null_gain: float = 0.05  # fraction of (q_home - q) per call, projected into the null space
-    limit_margin: float = 0.02  # rad kept from each joint limit
-    max_target_lead: float = 0.1  # rad: the integrated target stays within this of the measured joints
+    damping: float = option(0.05, NONNEG)  # lambda: keeps steps bounded near singularities (stretched arm, q5 ~ 0)
+    max_pos_step: float = option(0.05, POSITIVE)  # m per call
+    max_rot_step: float = option(0.3, POSITIVE)  # rad per call
+    max_joint_step: float = option(0.25, POSITIVE)  # rad per call
+    null_gain: float = option(0.05, NONNEG)  # fraction of (q_home - q) per call, projected into the null space
+    limit_margin: float = option(0.02, NONNEG)  # rad kept from each joint limit
+    # rad: the integrated target stays within this of the measured joints
+    max_target_lead: float = option(0.1, POSITIVE)
 
     def __post_init__(self):
         self.q_low = torch.tensor(PANDA_Q_LOW, dtype=torch.float64) + self.limit_margin

@@ -16,6 +16,7 @@ from typing import ClassVar
 
 import torch
 
+from robot_conventions.options import NONNEG, NONNEG_INT, POSITIVE, SEED, Choice, Range, option
 from sim.observation_layout import build_observation
 from sim.robots.diff_ik import PANDA_Q_HOME, DiffIK, forward_kinematics, quat_xyzw_from_rotmat
 from sim.tasks.arm.controller import ACTION_SPECS, deploy_spec, servo_targets
@@ -48,20 +49,21 @@ class ArmTask(Task):
 
     action_mode: str = "ee_pose"
     instruction: str | None = None  # fix every episode's instruction (validated); None: sample from the grammar
-    push_interval_s: float = 2.0
-    push_joint_speed: float = 0.3  # rad/s kick on every arm joint
+    push_interval_s: float = option(2.0, POSITIVE)
+    push_joint_speed: float = option(0.3, NONNEG)  # rad/s kick on every arm joint
     # A fixed pool of scene layouts (object places, destinations, instruction), drawn per episode:
     # guidance queries a model once per layout, never per episode. 0: a fresh layout every episode.
-    layouts: int = 0
-    layout_seed: int = 0
-    layout_jitter_m: float = 0.0  # object pose noise on top of a pooled layout
-    reward: str = "dense"  # dense: the hand-designed terms; sparse: success (and the same penalties) only
+    layouts: int = option(0, NONNEG_INT)
+    layout_seed: int = option(0, SEED)
+    layout_jitter_m: float = option(0.0, NONNEG)  # object pose noise on top of a pooled layout
+    # dense: the hand-designed terms; sparse: success (and the same penalties) only
+    reward: str = option("dense", Choice(("dense", "sparse")))
     # Camera observations for the policy (off by default: state observations): a camera of the scene
     # ("front", "top", "wrist") rendered per world each control step as an image group "camera",
     # (n, C, size, size) floats: RGB in [0, 1] or depth in metres / 2 clipped to [0, 1].
     camera_obs: str | None = None
-    camera_size: int = 48
-    camera_kind: str = "rgb"
+    camera_size: int = option(48, Range(8, 256, integer=True))
+    camera_kind: str = option("rgb", Choice(("rgb", "depth")))
     ik: DiffIK = field(default_factory=DiffIK)
 
     model_path = MODEL_PATH

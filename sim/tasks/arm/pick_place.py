@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
+from robot_conventions.options import FINITE, NONNEG, POSITIVE, option
 from sim.tasks.arm.base import ArmTask
 from sim.tasks.arm.observations import OBJECT_TERMS
 from sim.tasks.arm.scene import BOWLS, FINGER_OPEN, OBJECT_HALF_HEIGHT, TABLE_Z
@@ -29,9 +30,9 @@ class PickPlaceRewards:
 class ArmPickPlace(ArmTask):
     """Pick up the named object and leave it resting inside the named bowl."""
 
-    success_radius: float = 0.06  # object centre from the bowl axis (inner radius 8.5 cm)
-    success_hold_s: float = 0.2
-    rewards: PickPlaceRewards = field(default_factory=PickPlaceRewards)
+    success_radius: float = option(0.06, POSITIVE)  # object centre from the bowl axis (inner radius 8.5 cm)
+    success_hold_s: float = option(0.2, NONNEG)
+    rewards: PickPlaceRewards = option(factory=PickPlaceRewards, rule=FINITE)
     name = "arm_pick_place"
     obs_terms: ClassVar[list[dict]] = OBJECT_TERMS
 

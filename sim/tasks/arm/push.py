@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
+from robot_conventions.options import FINITE, NONNEG, POSITIVE, Range, option
 from sim.tasks.arm.base import ArmTask
 from sim.tasks.arm.observations import OBJECT_TERMS
 from sim.tasks.arm.scene import OBJ_QPOS0, OBJECT_HALF_HEIGHT, OBJECTS, PADS, TABLE_Z
@@ -27,14 +28,14 @@ class PushRewards:
 class ArmPush(ArmTask):
     """Push the named object onto the named pad (centre within success_radius in the plane)."""
 
-    success_radius: float = 0.04
-    success_hold_s: float = 0.2
+    success_radius: float = option(0.04, POSITIVE)
+    success_hold_s: float = option(0.2, NONNEG)
     # The short-push variant: the named pad sits push_distance_m = [lo, hi] beyond the named object,
     # straight away from the robot (+x), instead of in the far row; the other pad is left out.
     # Its distance is part of a pooled layout, measured from the layout's (unjittered) object place.
-    push_distance_m: list[float] | None = None
+    push_distance_m: list[float] | None = option(None, Range(0.05, 0.3, optional=True, ordered=True))
     distractors: bool = True  # False: the objects not named rest on the floor, out of the way
-    rewards: PushRewards = field(default_factory=PushRewards)
+    rewards: PushRewards = option(factory=PushRewards, rule=FINITE)
     name = "arm_push"
     obs_terms: ClassVar[list[dict]] = OBJECT_TERMS
 

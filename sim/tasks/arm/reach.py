@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
+from robot_conventions.options import FINITE, NONNEG, POSITIVE, option
 from sim.tasks.arm.base import ArmTask
 from sim.tasks.arm.scene import MARKERS
 
@@ -30,11 +31,11 @@ class ReachRewards:
 class ArmReach(ArmTask):
     """Bring the TCP to a marker drawn uniformly in a 0.5 x 0.6 x 0.4 m box in front of the robot."""
 
-    target_low: tuple[float, float, float] = (0.25, -0.3, 0.1)
-    target_high: tuple[float, float, float] = (0.75, 0.3, 0.5)
-    success_radius: float = 0.02
-    success_hold_s: float = 0.2
-    rewards: ReachRewards = field(default_factory=ReachRewards)
+    target_low: tuple[float, float, float] = option((0.25, -0.3, 0.1), FINITE)
+    target_high: tuple[float, float, float] = option((0.75, 0.3, 0.5), FINITE)
+    success_radius: float = option(0.02, POSITIVE)
+    success_hold_s: float = option(0.2, NONNEG)
+    rewards: ReachRewards = option(factory=ReachRewards, rule=FINITE)
     name = "arm_reach"
     obs_terms: ClassVar[list[dict]] = REACH_TERMS
 

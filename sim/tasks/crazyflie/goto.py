@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from robot_conventions.options import FINITE, POSITIVE, option
 from sim.tasks.crazyflie.hover import CrazyflieHover
 
 
@@ -13,9 +14,9 @@ from sim.tasks.crazyflie.hover import CrazyflieHover
 class CrazyflieGoto(CrazyflieHover):
     """Fly to goals drawn anywhere in a 3 x 3 x 1.5 m volume; a new goal every goal_period_s."""
 
-    goal_period_s: float = 4.0
-    goal_low: tuple[float, float, float] = (-1.5, -1.5, 0.5)
-    goal_high: tuple[float, float, float] = (1.5, 1.5, 2.0)
+    goal_period_s: float = option(4.0, POSITIVE)
+    goal_low: tuple[float, float, float] = option((-1.5, -1.5, 0.5), FINITE)
+    goal_high: tuple[float, float, float] = option((1.5, 1.5, 2.0), FINITE)
     name = "crazyflie_goto"
 
     def sample_goals(self, ids: torch.Tensor) -> None:

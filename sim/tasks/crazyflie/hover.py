@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
+from robot_conventions.options import FINITE, NONNEG, NONNEG_INT, POSITIVE, PROB, Choice, Range, option
 from sim.observation_layout import build_observation, store_raw_rows
 from sim.robots import crazyflie_firmware_native as native
 from sim.robots.crazyflie_firmware import CrazyflieFirmware, written_key
@@ -38,24 +39,24 @@ log = logging.getLogger(__name__)
 @dataclass
 class CrazyflieHover(Task):
     action_mode: str = "rpyt"
-    goal: tuple[float, float, float] = (0.0, 0.0, 1.0)
-    start_half_extent: float = 1.0  # starts uniform in a cube of this half size around the goal
-    ground_start_prob: float = 0.25
-    max_start_tilt_deg: float = 30.0
-    max_start_speed: float = 1.0
-    success_radius: float = 0.1
-    success_hold_s: float = 2.0
+    goal: tuple[float, float, float] = option((0.0, 0.0, 1.0), FINITE)
+    start_half_extent: float = option(1.0, NONNEG)  # starts uniform in a cube of this half size around the goal
+    ground_start_prob: float = option(0.25, PROB)
+    max_start_tilt_deg: float = option(30.0, Range(0, 180))
+    max_start_speed: float = option(1.0, NONNEG)
+    success_radius: float = option(0.1, POSITIVE)
+    success_hold_s: float = option(2.0, NONNEG)
     # Training curriculum: starts grow from curriculum_start_extent to start_half_extent over this many
     # learning iterations (0: off). Evaluation never calls on_iteration, so it sees the full spread.
-    curriculum_iterations: int = 0
-    curriculum_start_extent: float = 0.2
-    push_interval_s: float = 3.0
-    push_speed: float = 0.3
-    rewards: RewardWeights = field(default_factory=RewardWeights)
+    curriculum_iterations: int = option(0, NONNEG_INT)
+    curriculum_start_extent: float = option(0.2, NONNEG)
+    push_interval_s: float = option(3.0, POSITIVE)
+    push_speed: float = option(0.3, NONNEG)
+    rewards: RewardWeights = option(factory=RewardWeights, rule=FINITE)
     # native: the firmware tick as a C control callback inside MuJoCo's step (CPU mujoco backend, needs gcc;
     # falls back to torch, with a log line, where it cannot be built); torch: the torch firmware between
     # substeps. Both compute the same values (to rounding); native is faster.
-    firmware_impl: str = "native"
+    firmware_impl: str = option("native", Choice(("native", "torch")))
 
     model_path = MODEL_PATH
     control_dt = 0.01  # 100 Hz

@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import math
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from robot_conventions.options import FINITE, NONNEG, NONNEG_INT, POSITIVE, PROB, Choice, Range, option
 from sim.robots.goto_planner import CbfParams, MinJerkGoto, TrackingGains
 from sim.scenes.clutter import ClutterConfig, Layout, build_mjcf, drone_names, gap_wall, sample_layouts, write_layout
 from sim.sensors.tof import SENSOR_LAYOUTS, RangeSensors, quat_wxyz_to_rotmat
@@ -55,29 +56,32 @@ from sim.tasks.crazyflie.swarm_teacher import CbfTeacher
 @dataclass
 class CrazyflieSwarm(CbfTeacher, Task):
     action_mode: str = "motors"  # the only mode: on board, the policy drives the motors
-    num_drones: int = 6
-    k_neighbours: int = 2
-    neighbour_rate_hz: float = 10.0  # P2P broadcasts every 100 ms on the real team
-    neighbour_latency_s: float = 0.03
+    num_drones: int = option(6, Range(1, 64, integer=True))
+    k_neighbours: int = option(2, NONNEG_INT)
+    neighbour_rate_hz: float = option(10.0, POSITIVE)  # P2P broadcasts every 100 ms on the real team
+    neighbour_latency_s: float = option(0.03, NONNEG)
     tof: str = "vl53l5cx_row"  # or multiranger
-    tof_rate_hz: float = 15.0
-    tof_noise_std: float = 0.01
-    tof_dropout: float = 0.02
-    tof_yaw_noise: float = 0.0
-    speed_mean: float = 0.5  # planner mean speed, N(0.5, 0.1) clipped to 0.3..0.7 as in LEARN
-    speed_std: float = 0.1
-    speed_range: tuple[float, float] = (0.3, 0.7)
-    density: float = 0.2
-    cell_min: float = 0.5
-    cell_max: float = 0.8
-    success_radius: float = 0.25
-    success_hold_s: float = 1.0
-    scene_set: str = "train"  # train | test (held out)
-    scene_offset: int = 0  # test scenes: world w of the first reset gets scene HELD_OUT_BASE + offset + w
-    scenario: str = "clutter"  # clutter | gap (a wall with one gap_width opening on each drone's path)
-    gap_width: float = 0.2  # m, surface to surface
-    gap_fraction: float = 0.0  # training scenes only: this fraction of resets get the gap wall instead of clutter
-    rewards: SwarmRewardWeights = field(default_factory=SwarmRewardWeights)  # a dict from Hydra is accepted
+    tof_rate_hz: float = option(15.0, POSITIVE)
+    tof_noise_std: float = option(0.01, NONNEG)
+    tof_dropout: float = option(0.02, PROB)
+    tof_yaw_noise: float = option(0.0, NONNEG)
+    speed_mean: float = option(0.5, POSITIVE)  # planner mean speed, N(0.5, 0.1) clipped to 0.3..0.7 as in LEARN
+    speed_std: float = option(0.1, NONNEG)
+    speed_range: tuple[float, float] = option((0.3, 0.7), Range(0, lo_open=True, ordered=True))
+    density: float = option(0.2, PROB)
+    cell_min: float = option(0.5, POSITIVE)
+    cell_max: float = option(0.8, POSITIVE)
+    success_radius: float = option(0.25, POSITIVE)
+    success_hold_s: float = option(1.0, NONNEG)
+    scene_set: str = option("train", Choice(("train", "test")))  # train | test (held out)
+    # test scenes: world w of the first reset gets scene HELD_OUT_BASE + offset + w
+    scene_offset: int = option(0, NONNEG_INT)
+    # clutter | gap (a wall with one gap_width opening on each drone's path)
+    scenario: str = option("clutter", Choice(("clutter", "gap")))
+    gap_width: float = option(0.2, POSITIVE)  # m, surface to surface
+    # training scenes only: this fraction of resets get the gap wall instead of clutter
+    gap_fraction: float = option(0.0, PROB)
+    rewards: SwarmRewardWeights = option(factory=SwarmRewardWeights, rule=FINITE)  # a dict from Hydra is accepted
 
     control_dt = 0.01  # 100 Hz, LEARN's training rate
     substeps = 5

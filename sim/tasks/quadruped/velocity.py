@@ -11,11 +11,12 @@ types) with a terrain-level curriculum. Observations follow obs_layout, exported
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
+from robot_conventions.options import FINITE, NONNEG, NONNEG_INT, POS_INT, POSITIVE, SEED, Choice, Range, option
 from sim.observation_layout import build_observation, quat_xyzw_to_rotmat, store_raw_rows, to_body
 from sim.tasks.base import Controls, Task
 from sim.tasks.quadruped.constants import (
@@ -51,27 +52,29 @@ from sim.tasks.quadruped.velocity_config import (
 @dataclass
 class QuadrupedVelocity(Task):
     action_mode: str = "joint_position"
-    lin_vel_x: tuple[float, float] = (-1.0, 1.0)  # m/s
-    lin_vel_y: tuple[float, float] = (-0.5, 0.5)
-    yaw_rate: tuple[float, float] = (-1.0, 1.0)  # rad/s
-    command_resample_s: float = 10.0  # a new command mid-episode (0: one per episode)
-    min_command_speed: float = 0.2  # smaller planar commands become 0 (standing still is trained too)
-    tracking_sigma: float = 0.25  # (m/s)^2 in the tracking kernels exp(-err^2 / sigma)
-    action_scale: tuple[float, float, float] = (0.5, 1.0, 1.0)  # rad per unit action: hip, thigh, calf
+    lin_vel_x: tuple[float, float] = option((-1.0, 1.0), Range(ordered=True))  # m/s
+    lin_vel_y: tuple[float, float] = option((-0.5, 0.5), Range(ordered=True))
+    yaw_rate: tuple[float, float] = option((-1.0, 1.0), Range(ordered=True))  # rad/s
+    command_resample_s: float = option(10.0, NONNEG)  # a new command mid-episode (0: one per episode)
+    min_command_speed: float = option(0.2, NONNEG)  # smaller planar commands become 0 (standing still is trained too)
+    tracking_sigma: float = option(0.25, POSITIVE)  # (m/s)^2 in the tracking kernels exp(-err^2 / sigma)
+    # rad per unit action: hip, thigh, calf
+    action_scale: tuple[float, float, float] = option((0.5, 1.0, 1.0), POSITIVE)
     observe_lin_vel: bool = True  # base velocity in the policy's input (needs the robot's state estimator)
-    kp: float | None = None  # servo gains; None: the model's (30 N m/rad, 0.75 N m s/rad)
-    kd: float | None = None
-    terrain: str = "flat"  # flat | rough
-    terrain_levels: int = 10
-    terrain_tile_m: float = 8.0
-    terrain_seed: int = 0
-    max_init_level: int = 4  # rough: levels start uniform in 0..max_init_level
+    # servo gains; None: the model's (30 N m/rad, 0.75 N m s/rad)
+    kp: float | None = option(None, Range(0, lo_open=True, optional=True))
+    kd: float | None = option(None, Range(0, optional=True))
+    terrain: str = option("flat", Choice(("flat", "rough")))  # flat | rough
+    terrain_levels: int = option(10, POS_INT)
+    terrain_tile_m: float = option(8.0, POSITIVE)
+    terrain_seed: int = option(0, SEED)
+    max_init_level: int = option(4, NONNEG_INT)  # rough: levels start uniform in 0..max_init_level
     # success: ran to the time-out without falling, mean tracking errors below these (after settle_s of each command)
-    success_lin_vel_error: float = 0.25  # m/s
-    success_yaw_rate_error: float = 0.35  # rad/s
-    settle_s: float = 1.0
-    push_interval_s: float = 8.0
-    rewards: RewardWeights = field(default_factory=RewardWeights)
+    success_lin_vel_error: float = option(0.25, POSITIVE)  # m/s
+    success_yaw_rate_error: float = option(0.35, POSITIVE)  # rad/s
+    settle_s: float = option(1.0, NONNEG)
+    push_interval_s: float = option(8.0, POSITIVE)
+    rewards: RewardWeights = option(factory=RewardWeights, rule=FINITE)
 
     control_dt = 0.02  # 50 Hz policy
     substeps = 4  # 5 ms physics

@@ -239,7 +239,7 @@ def test_the_installed_entry_point_prints_one_line(runs):
     """The console script, not main() (one Python start: ~10 s here): a task option the task refuses, found
     after the run directory exists, is one line and leaves the run failed."""
     root = runs["root"] / "subprocess"
-    p = _entry_point("train", f"runs_root={root}", "task.num_worlds=2", "task.params.firmware_impl=fortran")
-    assert_one_line_error(p.returncode, p.stderr, "firmware_impl")
+    p = _entry_point("train", f"runs_root={root}", "task.num_worlds=2", "task.action_mode=fortran")
+    assert_one_line_error(p.returncode, p.stderr, "action_mode")
     (meta,) = root.glob("*/meta.json")
     assert json.loads(meta.read_text())["status"] == "failed"

@@ -1,4 +1,5 @@
-"""The config schema covers every numeric option, every default is in range, and the ranges bite."""
+"""The config schema covers every numeric option, every default is in range, and the ranges bite; Hydra refuses
+wrong types and keys from the structured configs."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import dataclasses
 
 import pytest
 
+from robot_conventions.options import Range
 from robot_rl.config import CONFIG_DIR, ConfigError, load_config
-from robot_rl.schema import PARAM_RULES, RULES, Range, check_ranges, rule_for
+from robot_rl.schema import check_ranges, rule_for
 from robot_rl.training.imitation import DaggerConfig
 from sim.tasks import TASKS
 
@@ -36,7 +38,7 @@ GROUP_CHOICES = [f"{group}={option}" for group in ("task", "algo", "guidance") f
 @pytest.mark.parametrize("choice", GROUP_CHOICES)
 def test_every_numeric_config_value_has_a_rule_and_its_default_obeys_it(choice):
     cfg = load_config([choice])  # check_ranges runs in here: the defaults are in range
-    assert [p for p in _numeric_leaves(cfg) if rule_for(p) is None] == []
+    assert [p for p in _numeric_leaves(cfg) if rule_for(cfg, p) is None] == []
 
 
 def _numeric_fields(cls, prefix=""):
@@ -51,13 +53,15 @@ def _numeric_fields(cls, prefix=""):
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_every_numeric_task_option_has_a_rule_and_its_default_obeys_it(task):
     for name, default in _numeric_fields(TASKS[task]):
-        assert rule_for(f"task.params.{name}") is not None, f"{task}: task.params.{name} has no range"
-        check_ranges({"task": {"params": {name: list(default) if isinstance(default, tuple) else default}}})
+        section = {"task": {"name": task, "params": {}}}
+        assert rule_for(section, f"task.params.{name}") is not None, f"{task}: task.params.{name} has no range"
+        section["task"]["params"] = {name: list(default) if isinstance(default, tuple) else default}
+        check_ranges(section)
 
 
 def test_every_imitation_option_has_a_rule_and_its_default_obeys_it():
     numeric = [f.name for f in dataclasses.fields(DaggerConfig) if f.type in ("int", "float")]
-    assert [n for n in numeric if f"imitation.{n}" not in RULES] == []
+    assert [n for n in numeric if rule_for({"imitation": {}}, f"imitation.{n}") is None] == []
     check_ranges({"imitation": dataclasses.asdict(DaggerConfig())})
 
 
@@ -116,4 +120,31 @@ def test_range_edges():
     assert Range(0, 1).accepts(0) and Range(0, 1).accepts(1) and not Range(0, 1).accepts(1.0001)
     assert not Range(0, lo_open=True).accepts(0) and Range(0, lo_open=True).accepts(1e-9)
     assert not Range(1, integer=True).accepts(2.0) and not Range().accepts(True) and not Range().accepts(float("nan"))
-    assert set(PARAM_RULES).isdisjoint(k.removeprefix("task.params.") for k in RULES)
+
+
+@pytest.mark.parametrize("choice", GROUP_CHOICES)
+def test_every_group_option_is_typed_by_its_dataclass(choice):
+    """configs/<group>/<option>.yaml only overrides its schema: the composed node is the dataclass, with every
+    one of its fields (a task option the YAML leaves out has the task dataclass's default)."""
+    from omegaconf import OmegaConf
+
+    from robot_rl.schema import option_schema
+
+    group, name = choice.split("=")
+    node = load_config([choice])[group]
+    schema = option_schema(group, name)
+    assert OmegaConf.get_type(node) is schema
+    assert list(node.keys()) == [f.name for f in dataclasses.fields(schema)]
+    if group == "task":
+        defaults = {f.name: f for f in dataclasses.fields(TASKS[name])}
+        assert set(node.params.keys()) == set(defaults) - {"action_mode"}
+
+
+def test_hydra_refuses_wrong_types_from_the_schema():
+    with pytest.raises(ConfigError, match=r"algo.actor_hidden_dims\[0\]: expected int, got 'a'"):
+        load_config(["algo.actor_hidden_dims=[a]"])
+    with pytest.raises(ConfigError, match="task.params.kp: expected float, got 'stiff'"):
+        load_config(["task=quadruped_velocity", "task.params.kp=stiff"])
+    with pytest.raises(ConfigError, match="unknown config key 'eval.episode'"):
+        load_config(["eval.episode=3"])
+    assert load_config(["task=quadruped_velocity", "task.params.kp=null"]).task.params.kp is None
