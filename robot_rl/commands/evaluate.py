@@ -74,9 +74,13 @@ def evaluate_run(
     else:
         actor, _ = load_actor(cfg, run_dir, checkpoint)
         act = torch_policy(actor)
+    path = Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)
     if env.learns_online and kind != "zero":  # the options as the checkpoint left them
-        path = Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)
         restore_guidance(env, load_checkpoint(path, expect=task_record(env.task)))
+    # what was evaluated: the checkpoint (a bundle records the one it was exported from), or none for zero actions
+    evaluated = _relative(path, run_dir) if kind in ("checkpoint", "corrected_plan") else None
+    if kind == "bundle":
+        evaluated = _bundle_source(run_dir / "bundle")
     t0 = time.perf_counter()
     result = evaluate(env, act, progress=True)
     name = name or f"{kind}_{e.randomization}"
@@ -86,6 +90,8 @@ def evaluate_run(
         randomization=str(e.randomization),
         seed=int(e.seed),
         policy={"zero": "zero", "corrected_plan": "zero", "bundle": "onnx", "checkpoint": "torch"}[kind],
+        conditions={"obs_noise": bool(e.obs_noise), "action_latency": bool(e.action_latency), "pushes": bool(e.pushes)},
+        checkpoint=evaluated,
         wall_time_s=round(time.perf_counter() - t0, 2),
     )
     (run_dir / "eval").mkdir(exist_ok=True)
@@ -99,3 +105,21 @@ def evaluate_run(
     )
     index_run(Path(cfg.runs_root), run_dir)
     return result
+
+
+def _relative(path: Path, run_dir: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(run_dir.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _bundle_source(bundle_dir: Path) -> str | None:
+    """The checkpoint a bundle was exported from, as its policy.yaml's source records it."""
+    import yaml
+
+    try:
+        source = (yaml.safe_load((bundle_dir / "policy.yaml").read_text()) or {}).get("source") or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    return source.get("checkpoint") if isinstance(source, dict) else None

@@ -30,7 +30,8 @@ _DISTINCT_RZ = (
 _BOARD_RUN_FIELDS = (
     "b.name, b.task, b.algo, b.reward, b.guidance, b.seed, b.status, b.started_at, b.finished_at,"
     " b.train_wall_time_s, b.eval_name, b.eval_randomization AS randomization, b.episodes, b.success_rate,"
-    " b.success_lo, b.success_hi, b.position_error_m, b.crash_rate, b.created_at"
+    " b.success_lo, b.success_hi, b.position_error_m, b.crash_rate, b.created_at, b.bundle_success_rate,"
+    " b.zero_success_rate, b.sitl_error_m"
 )
 
 

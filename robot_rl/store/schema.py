@@ -118,35 +118,78 @@ MIGRATIONS: list[list[str]] = [
     ],
 ]
 
-# The board rows of runs (all of them, or one: the store appends "AND r.id = :r"). rz_key '' holds
-# the latest valid evaluation of any randomization (or none: every run is listed); one row per
-# randomization holds the latest of that randomization, for the leaderboard's filter.
-_BOARD_COLUMNS = (
+# The board rows of runs (all of them, or one: the store appends "AND r.id = :r").
+_BOARD_COLUMNS_V2 = (
     "run_id, rz_key, name, task, algo, reward, guidance, seed, status, started_at, finished_at, train_wall_time_s,"
     " eval_name, eval_randomization, episodes, success_rate, success_lo, success_hi, position_error_m, crash_rate,"
     " created_at, sort_rate"
 )
-_BOARD_VALUES = (
+_BOARD_VALUES_V2 = (
     "r.name, r.task, r.algo, r.reward, r.guidance, r.seed, r.status, r.started_at, r.finished_at,"
     " r.train_wall_time_s, e.name, e.randomization, e.episodes, e.success_rate, e.success_lo, e.success_hi,"
     " e.position_error_m, e.crash_rate, e.created_at, COALESCE(e.success_rate, -1.0)"
 )
-_LATEST = (
+_LATEST_V2 = (
     "SELECT e2.id FROM evaluations e2 WHERE e2.run_id = r.id AND e2.invalid IS NULL{also}"
     " ORDER BY e2.created_at DESC, e2.id DESC LIMIT 1"
 )
+# v2's fill (the latest valid evaluation of any kind), kept as v2 ran it: a store made before v2 backfills
+# with it, then v3 refills by the headline rule.
+MIGRATIONS[1] += [
+    f"INSERT INTO board ({_BOARD_COLUMNS_V2}) SELECT r.id, '', {_BOARD_VALUES_V2} FROM runs r"
+    f" LEFT JOIN evaluations e ON e.id = ({_LATEST_V2.format(also='')}) WHERE 1 = 1",
+    f"INSERT INTO board ({_BOARD_COLUMNS_V2}) SELECT r.id, e.randomization, {_BOARD_VALUES_V2} FROM runs r"
+    " JOIN evaluations e ON e.run_id = r.id"
+    f" WHERE e.id = ({_LATEST_V2.format(also=' AND e2.randomization = e.randomization')})"
+    " AND e.randomization IS NOT NULL AND e.randomization <> ''",
+]
+
+# v3: the headline evaluation by rule, not the most recent. Each evaluation has a kind (kinds.py):
+# 'standard' (the checkpoint under training randomization and sensing), 'stress' (the checkpoint under other
+# conditions), 'bundle' (the exported ONNX through the deploy runtime), 'zero' (zero actions: the plan alone)
+# and 'sitl'. A run's headline ('' row) is its latest standard evaluation; a randomization row is its latest
+# standard or stress evaluation there; bundle, zero-policy and SITL results have columns of their own.
+# Existing rows get their kind from their names (what robot-rl eval and demo call them).
+MIGRATIONS.append(
+    [
+        "ALTER TABLE evaluations ADD COLUMN kind TEXT",
+        "UPDATE evaluations SET kind = CASE WHEN name LIKE 'sitl%' THEN 'sitl'"
+        " WHEN name LIKE 'zero%' OR name LIKE 'corrected_plan%' THEN 'zero' WHEN name LIKE 'bundle%' THEN 'bundle'"
+        " WHEN randomization IS NULL OR randomization = 'train' THEN 'standard' ELSE 'stress' END",
+        "ALTER TABLE board ADD COLUMN bundle_success_rate {float}",
+        "ALTER TABLE board ADD COLUMN zero_success_rate {float}",
+        "ALTER TABLE board ADD COLUMN sitl_error_m {float}",
+        "DELETE FROM board",
+    ]
+)
+_BOARD_COLUMNS = _BOARD_COLUMNS_V2 + ", bundle_success_rate, zero_success_rate, sitl_error_m"
+_LATEST = (
+    "SELECT e2.id FROM evaluations e2 WHERE e2.run_id = r.id AND e2.invalid IS NULL AND e2.kind IN ({kinds}){also}"
+    " ORDER BY e2.created_at DESC, e2.id DESC LIMIT 1"
+)
+_LATEST_OF_KIND = (
+    "(SELECT e3.{column} FROM evaluations e3 WHERE e3.run_id = r.id AND e3.invalid IS NULL AND e3.kind = '{kind}'"
+    " ORDER BY e3.created_at DESC, e3.id DESC LIMIT 1)"
+)
+_BOARD_VALUES = ", ".join(
+    [_BOARD_VALUES_V2]
+    + [
+        _LATEST_OF_KIND.format(column=column, kind=kind)
+        for column, kind in (("success_rate", "bundle"), ("success_rate", "zero"), ("position_error_m", "sitl"))
+    ]
+)
+_HEADLINE = _LATEST.format(kinds="'standard'", also="")
+_HEADLINE_BY_RZ = _LATEST.format(kinds="'standard', 'stress'", also=" AND e2.randomization = e.randomization")
 BOARD_FILL_ANY = (
     f"INSERT INTO board ({_BOARD_COLUMNS}) SELECT r.id, '', {_BOARD_VALUES} FROM runs r"
-    f" LEFT JOIN evaluations e ON e.id = ({_LATEST.format(also='')}) WHERE 1 = 1"
+    f" LEFT JOIN evaluations e ON e.id = ({_HEADLINE}) WHERE 1 = 1"
 )
 BOARD_FILL_BY_RZ = (
     f"INSERT INTO board ({_BOARD_COLUMNS}) SELECT r.id, e.randomization, {_BOARD_VALUES} FROM runs r"
-    " JOIN evaluations e ON e.run_id = r.id"
-    f" WHERE e.id = ({_LATEST.format(also=' AND e2.randomization = e.randomization')})"
+    f" JOIN evaluations e ON e.run_id = r.id WHERE e.id = ({_HEADLINE_BY_RZ})"
     " AND e.randomization IS NOT NULL AND e.randomization <> ''"
 )
-# Backfill for stores made before v2 (the statements hold no braces: render() formats them).
-MIGRATIONS[1] += [BOARD_FILL_ANY, BOARD_FILL_BY_RZ]
+MIGRATIONS[2] += [BOARD_FILL_ANY, BOARD_FILL_BY_RZ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -17,6 +17,7 @@ from typing import Any
 from robot_rl.store import schema
 from robot_rl.store.db import Tx
 from robot_rl.store.jsonsafe import json_safe
+from robot_rl.store.kinds import evaluation_kind
 from robot_rl.store.stats import wilson_ci95
 from robot_rl.store.validate import INT64_MAX
 
@@ -141,12 +142,13 @@ def upsert_evaluation(tx: Tx, run_id: int, ev: Mapping[str, Any], created_at: fl
         "success_rate": success,
         "success_lo": lo,
         "success_hi": hi,
-        "position_error_m": _finite(metrics.get("position_error_m")),
+        "position_error_m": _finite(metrics.get("position_error_m", ev.get("final_position_error_m"))),
         "crash_rate": _finite(metrics.get("crash_rate")),
         "metrics_json": json.dumps(json_safe(metrics), sort_keys=True),
         "reward_terms_json": json.dumps(json_safe(dict(ev.get("reward_terms") or {})), sort_keys=True),
         "created_at": time.time() if created_at is None else float(created_at),
         "invalid": None,
+        "kind": evaluation_kind(ev),
     }
     cols = list(values)
     updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c not in ("run_id", "name"))

@@ -36,7 +36,9 @@ const num = (v, d = 3) => (v === null || v === undefined ? "—" : (+v).toPrecis
 const dash = (v) => (v === null || v === undefined || v === "" ? "—" : String(v));
 const runHref = (name) => `#/run/${encodeURIComponent(name)}`;
 // Invalid evaluations (a malformed eval file) are listed on the run page but never summarised.
-const latestValid = (run) => run.evaluations.find((e) => !e.invalid);
+// A run's headline is its latest standard evaluation (robot_rl/store/kinds.py), never a SITL, bundle,
+// zero-policy or stress one that happened to run last.
+const headline = (run) => run.evaluations.find((e) => !e.invalid && e.kind === "standard");
 const PAGE_SIZE = 50;
 const FILTERS = ["task", "algo", "reward", "guidance", "randomization"];
 // Runs ticked for comparison, kept while paging through the leaderboard.
@@ -136,16 +138,18 @@ async function leaderboardPage(params) {
     h("td", {}, dash(r.task)), h("td", {}, dash(r.algo)), h("td", {}, dash(r.reward)),
     h("td", {}, dash(r.guidance)), h("td", {}, dash(r.seed)),
     h("td", {}, h("span", { class: `status status-${r.status || "unknown"}` }, dash(r.status))),
-    h("td", {}, r.eval_name ? `${r.eval_name} (${dash(r.randomization)}, ${dash(r.episodes)} ep)` : "not evaluated"),
+    h("td", {}, r.eval_name ? `${r.eval_name} (${dash(r.randomization)}, ${dash(r.episodes)} ep)` : "no standard evaluation"),
     successCell(r.success_rate, r.success_lo, r.success_hi),
-    h("td", {}, num(r.position_error_m)), h("td", {}, pct(r.crash_rate)));
+    h("td", {}, num(r.position_error_m)), h("td", {}, pct(r.crash_rate)),
+    h("td", { class: "bundle" }, pct(r.bundle_success_rate)), h("td", { class: "zero" }, pct(r.zero_success_rate)),
+    h("td", { class: "sitl" }, num(r.sitl_error_m)));
   // One page of runs from the server: 10,000 rows would cost the browser and the server seconds.
   mount(
     h("h1", {}, "Leaderboard"), filters, ...boards,
     h("section", {}, h("h2", {}, `Runs (${data.total})`), compareBtn,
       pager(data, filterValues, page),
       h("table", { class: "runs", id: "runs" },
-        h("thead", {}, h("tr", {}, ["", "run", "task", "algo", "reward", "guidance", "seed", "status", "latest evaluation", "success [95% CI]", "pos. error (m)", "crash rate"].map((c) => h("th", {}, c)))),
+        h("thead", {}, h("tr", {}, ["", "run", "task", "algo", "reward", "guidance", "seed", "status", "standard evaluation", "success [95% CI]", "pos. error (m)", "crash rate", "bundle success", "zero-policy success", "SITL error (m)"].map((c) => h("th", {}, c)))),
         h("tbody", {}, data.runs.map(runRow))),
       data.total > data.limit ? pager(data, filterValues, page) : null));
 }
@@ -168,12 +172,12 @@ function evalTable(run) {
   if (!run.evaluations.length) return h("p", { class: "empty" }, "Not evaluated yet.");
   const extraKeys = [...new Set(run.evaluations.flatMap((e) => Object.keys(e.metrics || {})))]
     .filter((k) => !["success_rate", "success_ci95", "position_error_m", "crash_rate"].includes(k));
-  const columns = ["evaluation", "randomization", "episodes", "seed", "success [95% CI]", "pos. error (m)", "crash rate", ...extraKeys];
+  const columns = ["evaluation", "kind", "randomization", "episodes", "seed", "success [95% CI]", "pos. error (m)", "crash rate", ...extraKeys];
   return h("table", { class: "evals", id: "evals" },
     h("thead", {}, h("tr", {}, columns.map((c) => h("th", {}, c)))),
     h("tbody", {}, run.evaluations.map((e) => e.invalid ? h("tr", { class: "invalid", "data-eval": e.name },
       h("td", {}, e.name), h("td", { colspan: columns.length - 1, class: "error" }, `invalid: ${e.invalid}`)) : h("tr", { "data-eval": e.name },
-      h("td", {}, e.name), h("td", {}, dash(e.randomization)), h("td", {}, dash(e.episodes)), h("td", {}, dash(e.seed)),
+      h("td", {}, e.name), h("td", { class: "kind" }, dash(e.kind)), h("td", {}, dash(e.randomization)), h("td", {}, dash(e.episodes)), h("td", {}, dash(e.seed)),
       successCell(e.success_rate, e.success_lo, e.success_hi), h("td", {}, num(e.position_error_m)), h("td", {}, pct(e.crash_rate)),
       extraKeys.map((k) => h("td", {}, typeof e.metrics[k] === "number" ? num(e.metrics[k]) : dash(JSON.stringify(e.metrics[k]))))))));
 }
@@ -202,7 +206,7 @@ async function runPage(name) {
   ]);
   document.title = `robot_rl — ${run.name}`;
   const art = (kind) => run.artifacts.filter((a) => a.kind === kind);
-  const latest = latestValid(run);
+  const latest = headline(run);
   let terms = latest ? Object.entries(latest.reward_terms || {}).map(([label, value]) => ({ label, value })) : [];
   let termsSource = latest ? `evaluation "${latest.name}"` : "";
   if (!terms.length) {
@@ -252,10 +256,10 @@ async function comparePage(names) {
   document.title = "robot_rl — compare";
   const rowsDef = [["task", (r) => dash(r.task)], ["algorithm", (r) => dash(r.algo)], ["reward", (r) => dash(r.reward)],
     ["guidance", (r) => dash(r.guidance)], ["seed", (r) => dash(r.seed)], ["status", (r) => dash(r.status)],
-    ["latest evaluation", (r) => (latestValid(r) ? latestValid(r).name : "—")],
-    ["success", (r) => { const e = latestValid(r); return e ? `${pct(e.success_rate)} [${pct(e.success_lo)}, ${pct(e.success_hi)}]` : "—"; }],
-    ["pos. error (m)", (r) => num(latestValid(r) && latestValid(r).position_error_m)],
-    ["crash rate", (r) => pct(latestValid(r) && latestValid(r).crash_rate)]];
+    ["standard evaluation", (r) => (headline(r) ? headline(r).name : "—")],
+    ["success", (r) => { const e = headline(r); return e ? `${pct(e.success_rate)} [${pct(e.success_lo)}, ${pct(e.success_hi)}]` : "—"; }],
+    ["pos. error (m)", (r) => num(headline(r) && headline(r).position_error_m)],
+    ["crash rate", (r) => pct(headline(r) && headline(r).crash_rate)]];
   const keys = [...new Set(runs.flatMap((r) => Object.keys(r.config_flat || {})))].sort();
   const differing = keys.filter((k) => new Set(runs.map((r) => (r.config_flat || {})[k])).size > 1);
   const tags = [...new Set(scalars.flatMap((s) => Object.keys(s.tags || {})))].sort();

@@ -12,7 +12,7 @@ import shutil
 import struct
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -233,6 +233,21 @@ def _serve(srv: DashboardServer) -> Iterator[DashboardServer]:
 def server(runs_root: Path, tmp_path: Path) -> Iterator[DashboardServer]:
     srv = make_server(runs_root, port=0, store=str(tmp_path / "store.sqlite"), rescan_interval_s=0)
     yield from _serve(srv)
+
+
+@pytest.fixture()
+def serve(tmp_path: Path) -> Iterator[Callable[[Path], DashboardServer]]:
+    """A function that serves another runs root (a fresh store in tmp_path) until the test ends."""
+    running: list[Iterator[DashboardServer]] = []
+
+    def start(root: Path) -> DashboardServer:
+        srv = make_server(root, port=0, store=str(tmp_path / f"store{len(running)}.sqlite"), rescan_interval_s=0)
+        running.append(_serve(srv))
+        return next(running[-1])
+
+    yield start
+    for gen in running:
+        next(gen, None)
 
 
 # Malformed evaluation files: wrong types, huge integers, junk per-episode rows, not JSON.

@@ -6,6 +6,7 @@ that or the playwright package is missing. A screenshot lands in test-artifacts/
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -246,3 +247,37 @@ def test_pages_and_hostile_runs(hostile_page: Any, hostile_server: DashboardServ
     assert hostile_page.locator("#videos video").count() == 2  # own.mp4 and its in-run link, not db.mp4
     ARTIFACTS.mkdir(exist_ok=True)
     hostile_page.screenshot(path=str(ARTIFACTS / "dashboard_hostile_run.png"), full_page=True)
+
+
+def test_the_headline_is_the_standard_evaluation(browser: Any, tiny_run: Path, tmp_path: Path, serve: Any) -> None:
+    """A real run (tiny_run: train, eval, export) flown in SITL, then evaluated with zero actions and as its
+    bundle, each by our own commands: the leaderboard keeps the standard evaluation's success and interval
+    as the run's headline, and shows the others in their own columns."""
+    import shutil
+
+    from robot_rl.commands.evaluate import evaluate_run
+    from robot_rl.sitl_flight import fly_sitl
+
+    root = tmp_path / "runs"
+    run = root / "demo_like"
+    shutil.copytree(tiny_run, run)
+    standard = json.loads((run / "eval" / "checkpoint_train.json").read_text())
+    cfg = ["eval.episodes=32", f"runs_root={root}"]
+    fly_sitl(run / "bundle", seconds=2.0, ros="false", out=run / "eval" / "sitl.json")  # as make demo does
+    zero = evaluate_run(run, cfg, policy="zero")
+    bundle = evaluate_run(run, cfg, use_bundle=True)
+    assert zero["checkpoint"] is None and standard["checkpoint"].startswith("checkpoints/model_")
+    server = serve(root)
+    for pg in _guarded_page(browser, server.url):
+        pg.goto(server.url)
+        row = pg.locator("#runs tr.run-row[data-run='demo_like']")
+        row.wait_for()
+        cells = row.locator("td").all_inner_texts()
+        m = standard["metrics"]
+        lo, hi = m["success_ci95"]
+        assert cells[8].startswith("checkpoint_train (train, 32 ep)")
+        assert f"{100 * m['success_rate']:.1f}%" in cells[9] and f"{100 * lo:.1f}%" in cells[9]
+        assert f"{100 * hi:.1f}%" in cells[9]
+        assert cells[12] == f"{100 * bundle['metrics']['success_rate']:.1f}%"
+        assert cells[13] == f"{100 * zero['metrics']['success_rate']:.1f}%"
+        assert cells[14] != "—"  # the SITL flight's final error

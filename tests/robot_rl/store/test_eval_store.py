@@ -297,7 +297,7 @@ def test_migration_from_v1_fills_the_board(tmp_path: Path, monkeypatch: pytest.M
             )
         store.close()
     store = Store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 2
+    assert store.schema_version() == SCHEMA_VERSION == 3
     board = store.leaderboard()
     assert board["total"] == 2 and [(r["name"], r["success_rate"]) for r in board["runs"]] == [
         ("r1", 0.6),
@@ -367,4 +367,55 @@ def test_sqlalchemy_url(tmp_path: Path) -> None:
     store.record_evaluation("r", evaluation("e", 4, 2))
     assert store.leaderboard()["tasks"][0]["groups"][0]["success_mean"] == 0.5
     assert len(store.episodes("r", "e")) == 4
+    store.close()
+
+
+def test_the_headline_is_the_latest_standard_evaluation(tmp_path: Path) -> None:
+    """Zero-policy, bundle, SITL and stress evaluations after the standard one never replace it; they fill their
+    own columns, and the randomization filter sees the stress one."""
+    store = Store(tmp_path / "s.sqlite")
+    store.record_run("hover", task="hover", algo="ppo", reward="dense", guidance="none", seed=1)
+    store.record_evaluation("hover", evaluation("checkpoint_train", 10, 8, policy="torch"))
+    store.record_evaluation("hover", evaluation("zero_train", 10, 0, policy="zero"))
+    store.record_evaluation("hover", evaluation("bundle_train", 10, 7, policy="onnx"))
+    store.record_evaluation("hover", evaluation("checkpoint_max", 10, 3, policy="torch", randomization="max"))
+    store.record_evaluation("hover", evaluation("pushed", 10, 5, policy="torch", conditions={"pushes": True}))
+    store.record_evaluation("hover", {"name": "sitl", "transport": "in-process", "final_position_error_m": 0.036})
+    (row,) = store.leaderboard()["runs"]
+    assert (row["eval_name"], row["success_rate"]) == ("checkpoint_train", 0.8)
+    assert (row["bundle_success_rate"], row["zero_success_rate"], row["sitl_error_m"]) == (0.7, 0.0, 0.036)
+    (group,) = store.leaderboard()["tasks"][0]["groups"]
+    assert group["success_mean"] == 0.8
+    (stressed,) = store.leaderboard(randomization="max")["runs"]
+    assert (stressed["eval_name"], stressed["success_rate"]) == ("checkpoint_max", 0.3)
+    kinds = {e["name"]: e["kind"] for e in store.get_run("hover")["evaluations"]}
+    assert kinds == {
+        "checkpoint_train": "standard",
+        "zero_train": "zero",
+        "bundle_train": "bundle",
+        "checkpoint_max": "stress",
+        "pushed": "stress",
+        "sitl": "sitl",
+    }
+    store.close()
+
+
+def test_migration_to_v3_gives_old_evaluations_their_kind_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "v2.sqlite"
+    with monkeypatch.context() as m:
+        m.setattr(schema_mod, "MIGRATIONS", schema_mod.MIGRATIONS[:2])
+        store = Store(path)
+        with store.transaction() as tx:  # a v2 store whose latest evaluation is a zero-policy one
+            tx.execute("INSERT INTO runs (name, task, algo, seed) VALUES ('r1', 'hover', 'ppo', 1)")
+            tx.execute(
+                "INSERT INTO evaluations (run_id, name, randomization, episodes, success_rate, created_at)"
+                " VALUES (1, 'checkpoint_train', 'train', 10, 0.9, 1.0), (1, 'zero_train', 'train', 10, 0.0, 2.0),"
+                " (1, 'sitl', NULL, NULL, NULL, 3.0)"
+            )
+        store.close()
+    store = Store(path)
+    (row,) = store.leaderboard()["runs"]
+    assert (row["eval_name"], row["success_rate"], row["zero_success_rate"]) == ("checkpoint_train", 0.9, 0.0)
     store.close()
