@@ -17,8 +17,8 @@ class OffPolicyConfig:
     # one iteration = steps_per_iteration env steps (each gives num_worlds transitions); train.iterations is a total
     steps_per_iteration: int = 16
     buffer_size: int = 1_000_000  # transitions (rounded up to whole env steps of num_worlds)
-    batch_size: int = 8192
-    learning_starts: int = 10_000  # transitions collected before the first gradient update
+    batch_size: int = 1024
+    learning_starts: int = 5_000  # transitions collected before the first gradient update
     updates_per_step: float = 2.0  # gradient updates per env step (may be fractional: 0.5 = every other step)
     gamma: float = 0.99
     n_step: int = 3
@@ -27,15 +27,15 @@ class OffPolicyConfig:
     critic_learning_rate: float = 3.0e-4
     weight_decay: float = 0.0
     policy_delay: int = 2  # critic updates per actor (and target) update
-    actor_hidden_dims: list = field(default_factory=lambda: [256, 256])
-    critic_hidden_dims: list = field(default_factory=lambda: [256, 256])
+    actor_hidden_dims: list = field(default_factory=lambda: [128, 128])
+    critic_hidden_dims: list = field(default_factory=lambda: [128, 128])
     obs_normalization: bool = True
     asymmetric: bool = True  # the critic reads the env's "critic" observation group when it has one
     init_action_scale: float = 0.01  # the actor's last layer is scaled by this: start near the zero action
     update_threads: int | None = None  # torch threads for the updates (None: all cores)
     save_replay: bool = True  # checkpoints/replay.pt beside the model files: exact resume (else warm restart)
     # TD3
-    exploration_noise: float = 0.2  # std of the Gaussian added to the actor's action while collecting
+    exploration_noise: float = 0.1  # std of the Gaussian added to the actor's action while collecting
     policy_noise: float = 0.2  # target policy smoothing
     noise_clip: float = 0.5
     # SAC
