@@ -6,6 +6,8 @@ Prints, from one run and one process:
   - raw mujoco.batch control steps/s of the same model and substeps: the fastest raw stepping, one
     batch.step(nstep=substeps) call per control period with the controls held, of the plain model
     (assets/crazyflie/crazyflie.xml, without the native firmware's userdata) from the env's start states,
+  - the same raw stepping of the lean model the hover task steps (sim/tasks/crazyflie/lean_model.py: same
+    dynamics, less work), with its ratio to the plain model's,
   - the ratio env / raw (goal >= 0.8), env and raw timed in alternating blocks so load changes cancel,
   - the speedup over robot_rl/CrazyflieHover-v0 in a plain Gymnasium loop and in SyncVectorEnv;
   - with --tasks, the same env / raw ratio for other tasks (arm, quadruped, swarm), each against raw
@@ -101,6 +103,7 @@ def main() -> None:
     from sim.env import BatchedEnv, EnvConfig
     from sim.tasks import make_task
     from sim.tasks.crazyflie import MODEL_PATH
+    from sim.tasks.crazyflie.lean_model import lean_model_path
 
     task = make_task("crazyflie_hover")  # firmware_impl=native
     env = BatchedEnv(task, EnvConfig(num_worlds=n, nthread=0))
@@ -127,9 +130,10 @@ def main() -> None:
     # raw mujoco.batch: the plain model, same 5 substeps per control step, controls held, nothing else;
     # started from the env's own start states (a quarter rest on the floor, with contacts)
     raw_step = raw_stepper(MODEL_PATH, env, task.substeps, ctrl=0.066)  # about hover thrust per motor
-    # the envs fresh from the same start states (same seed), all four timed in the same alternating blocks
-    t_env, t_env_torch, t_env_pol, t_raw = time_alternating(
-        lambda: env.step(zeros), lambda: env_torch.step(zeros), step_with_policy, raw_step, steps=steps
+    raw_lean = raw_stepper(lean_model_path(MODEL_PATH), env, task.substeps, ctrl=0.066)
+    # the envs fresh from the same start states (same seed), all five timed in the same alternating blocks
+    t_env, t_env_torch, t_env_pol, t_raw, t_lean = time_alternating(
+        lambda: env.step(zeros), lambda: env_torch.step(zeros), step_with_policy, raw_step, raw_lean, steps=steps
     )
 
     # Gymnasium: one world per env, plain loop and SyncVectorEnv of 16
@@ -150,17 +154,21 @@ def main() -> None:
     sps_torch = n * steps / t_env_torch
     sps_pol = n * steps / t_env_pol
     sps_raw = n * steps / t_raw
+    sps_lean = n * steps / t_lean
     sps_gym = args.gym_steps / t_gym
     sps_vec = 16 * (args.gym_steps // 16) / t_vec
     dt_ms = env.backend.model.opt.timestep * 1e3
     print(f"crazyflie_hover, {n} worlds, {task.substeps} substeps of {dt_ms:.0f} ms per step, {os.cpu_count()} cores")
     print(f"{'':38s}{'env steps/s':>14s}{'ratio':>10s}")
     print(f"{'raw mujoco.batch (reference)':38s}{sps_raw:14,.0f}{1.0:10.2f}")
+    print(f"{'raw mujoco.batch, lean model':38s}{sps_lean:14,.0f}{sps_lean / sps_raw:10.2f}   (the env steps it)")
     print(f"{'BatchedEnv, no policy (native fw)':38s}{sps_env:14,.0f}{sps_env / sps_raw:10.2f}   (goal >= 0.8)")
     print(f"{'BatchedEnv, no policy (torch fw)':38s}{sps_torch:14,.0f}{sps_torch / sps_raw:10.2f}")
     print(f"{'BatchedEnv + policy inference':38s}{sps_pol:14,.0f}{sps_pol / sps_raw:10.2f}")
     print(f"{'CrazyflieHover-v0, Gymnasium loop':38s}{sps_gym:14,.0f}{sps_gym / sps_raw:10.2f}")
     print(f"{'CrazyflieHover-v0, SyncVectorEnv(16)':38s}{sps_vec:14,.0f}{sps_vec / sps_raw:10.2f}")
+    print(f"env / raw of the lean model it steps: native fw {sps_env / sps_lean:.2f}, "
+          f"torch fw {sps_torch / sps_lean:.2f}")  # fmt: skip
     print(f"speedup of BatchedEnv over the Gymnasium loop: {sps_env / sps_gym:.1f}x, over SyncVectorEnv: "
           f"{sps_env / sps_vec:.1f}x (goal >= 5x)")  # fmt: skip
     for name in filter(None, args.tasks.split(",")):
