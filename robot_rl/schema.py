@@ -102,8 +102,9 @@ class RunConfig:
     seed: int = option(0, SEED)
     run_name: str | None = None
     runs_root: str = "runs"
-    resume: str | None = None
-    init_from: str | None = None
+    resume: str | None = None  # a run directory to continue from its latest checkpoint
+    resume_finished: bool = False  # resume= of a finished run trains it further only when this is set
+    init_from: str | None = None  # a NEW run starts from this checkpoint; it trains train.iterations more
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     play: PlayConfig = field(default_factory=PlayConfig)
@@ -115,9 +116,10 @@ class RunConfig:
 
 # -- group options -> their dataclasses -----------------------------------------------------------
 def _algo_classes() -> dict[str, type]:
+    from robot_rl.training.off_policy.config import OffPolicyConfig
     from robot_rl.training.ppo_config import PPOConfig
 
-    return {"ppo": PPOConfig, "ppo_swarm": PPOConfig}
+    return {"ppo": PPOConfig, "ppo_swarm": PPOConfig, "td3": OffPolicyConfig, "sac": OffPolicyConfig}
 
 
 def _guidance_classes() -> dict[str, type]:
