@@ -6,7 +6,9 @@ code 2; nothing is left half-written.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from pathlib import Path
 
 USAGE = """usage: robot-rl COMMAND [key=value ...]   (robot-rl COMMAND --help: its options; --version)
@@ -36,15 +38,20 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
-def _fail(message: str, code: int = 2, prefix: str = "robot-rl: error: ") -> int:
-    """Print the one error line, and mark any run this process began and did not finish as failed."""
+def _fail(message: str, code: int = 2, prefix: str = "robot-rl: error: ", status: str = "failed") -> int:
+    """Print the one error line, and mark any run this process began and did not finish as failed (or
+    interrupted)."""
     print(f"{prefix}{message}", file=sys.stderr)
     try:
         from robot_rl.training.run_dir import fail_open_runs
     except ImportError:  # the base install: no run was started
         return code
-    fail_open_runs(message)
+    fail_open_runs(message, status)
     return code
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM (a scheduler, `kill`) ends a run as Ctrl-C does: marked interrupted
 
 
 def _check_store(url: str | None, source: str) -> None:
@@ -117,10 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     from robot_rl.cli_help import choose_gl_backend
 
     choose_gl_backend()  # before anything imports mujoco
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt:
-        return _fail("interrupted; the last checkpoint is intact", 130, prefix="robot-rl: ")
+        return _fail("interrupted; the last checkpoint is intact", 130, prefix="robot-rl: ", status="interrupted")
     except Exception as e:  # a bug, not bad input: still one line (ROBOT_RL_DEBUG=1 shows the traceback)
         if os.environ.get("ROBOT_RL_DEBUG"):
             raise

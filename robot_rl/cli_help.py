@@ -21,14 +21,27 @@ class Verb:
     groups: bool = False  # whether task=, algo=, backend=, guidance= choose config groups
 
 
-TRAINING = ("seed", "run_name", "runs_root", "resume", "init_from", "train", "task", "backend", "algo", "guidance")
+TRAINING = (
+    "seed",
+    "run_name",
+    "runs_root",
+    "resume",
+    "resume_finished",
+    "init_from",
+    "train",
+    "task",
+    "backend",
+    "algo",
+    "guidance",
+)
 VERBS = {
     "train": Verb(
         "train [-m] [key=value ...]",
         "Train a policy; -m sweeps comma-separated values (seed=0,1,2), one run each.",
         (
             ("resume=DIR", "continue a run from its latest checkpoint (train.iterations is the total)"),
-            ("init_from=DIR|FILE", "a new run that starts from a checkpoint's weights, optimizer and iteration"),
+            ("resume_finished=true", "with resume=: train a finished run further"),
+            ("init_from=DIR|FILE", "a new run from a checkpoint's weights and optimizer; trains train.iterations more"),
         ),
         TRAINING,
         True,

@@ -1,6 +1,8 @@
 """Gymnasium registration: one world of a task as a plain gymnasium.Env (robot_rl/CrazyflieHover-v0).
 
-For the wider ecosystem (Stable-Baselines3 and friends). Training here uses the batched env,
+For the wider ecosystem (Stable-Baselines3 and friends). Gymnasium 1.x loads no plugins, so an id names the
+module that registers it: gymnasium.make("robot_rl.gym_envs:robot_rl/CrazyflieHover-v0") works in a fresh
+interpreter (after `import robot_rl.gym_envs`, the bare id does). Training here uses the batched env,
 which steps 1024 worlds at a time; bench/env_throughput.py measures the difference.
 """
 
@@ -81,7 +83,7 @@ class SingleWorldEnv(gym.Env):
 
 
 def register_envs() -> None:
-    """Called by gymnasium through the 'gymnasium.envs' entry point, or by hand."""
+    """Called on import (and by Gymnasium 0.x through the 'gymnasium.envs' entry point)."""
     for env_id, task in (
         ("robot_rl/CrazyflieHover-v0", "crazyflie_hover"),
         ("robot_rl/CrazyflieGoto-v0", "crazyflie_goto"),

@@ -85,9 +85,9 @@ def run_one(out: Path, task: str, variant: str, seed: int, args) -> list[dict]:
             overrides = [*common, *VARIANTS[variant], *args.extra, f"seed={seed}", f"runs_root={out}",
                          f"run_name={run.name}", f"train.iterations={iterations}"]  # fmt: skip
             commands.cmd_train(overrides)
-        elif not checkpoint.exists():  # interrupted: resume from the latest checkpoint
+        elif not checkpoint.exists():  # the next chunk (the run finished the last one), or interrupted: resume
             latest_checkpoint(run)  # a clear error if there is none
-            commands.cmd_train([f"resume={run}", f"train.iterations={iterations}"])
+            commands.cmd_train([f"resume={run}", f"train.iterations={iterations}", "resume_finished=true"])
         # else: interrupted after training this chunk but before its evaluation was recorded
         result = commands.evaluate_run(run, [f"eval.episodes={args.episodes}"], checkpoint=str(checkpoint),
                                        name=f"curve_{iterations:05d}")  # fmt: skip

@@ -10,8 +10,8 @@ Per seed, through `robot-rl train` (task=crazyflie_swarm algo=ppo_swarm):
   and its wall time and env steps include it;
 - stage 1 (<out>/stage1_s<seed>): --iterations PPO iterations with the safety guide on
   (task.params.rewards.safety_guide=--guide: -guide |a - a_cbf| against the CBF-filtered planner command);
-- stage 2 (<out>/stage2_s<seed>): init_from= stage 1's final checkpoint (weights, optimizer, iteration
-  count), --iterations more with the guide off (and any --stage2 overrides, e.g. the collision weights that
+- stage 2 (<out>/stage2_s<seed>): init_from= stage 1's final checkpoint (weights, optimizer; its env
+  steps count on), --iterations more with the guide off (and any --stage2 overrides, e.g. the collision weights that
   have to carry the safety once the guide is gone);
 - with --anchor-coef c > 0, both stages are pulled toward the warm start's policy (algo.anchor, algo.anchor_coef:
   c * |mean action - warm start's mean action|^2 on each rollout's observations after every PPO update).
@@ -84,13 +84,14 @@ def imitate_stage(args, seed: int) -> Path:
 def train_stage(args, stage: int, seed: int) -> Path:
     """Train (or finish, or skip) one stage of one seed; returns its final checkpoint."""
     run = args.out / f"stage{stage}_s{seed}"
-    target = stage * args.iterations  # stage 2 continues stage 1's iteration count
+    target = args.iterations  # each stage is a run of its own: init_from trains train.iterations more
     final = run / "checkpoints" / f"model_{target}.pt"
     if final.exists():
         return final
     if (run / "config.yaml").exists() and any(run.glob("checkpoints/model_*.pt")):
         print(f"[stage {stage} seed {seed}] resuming {run}", flush=True)
-        commands.cmd_train([f"resume={run}", f"train.iterations={target}"])
+        # its final checkpoint is missing: go on, whatever its meta.json says (a copy may say finished)
+        commands.cmd_train([f"resume={run}", f"train.iterations={target}", "resume_finished=true"])
         return final
     if run.exists():  # killed before its first checkpoint: nothing to keep
         shutil.rmtree(run)
@@ -114,7 +115,8 @@ def train_stage(args, stage: int, seed: int) -> Path:
 def task_params(args) -> dict:
     """The trained task's parameters (reward weights aside): every method is evaluated on the same task."""
     params = OmegaConf.to_container(load_config(common_overrides(args)).task.params, resolve=True)
-    params.pop("rewards", None)
+    for evaluation_own in ("rewards", "scene_set", "scene_offset"):  # evaluate() sets which scenes it flies
+        params.pop(evaluation_own, None)
     return params
 
 

@@ -10,12 +10,9 @@ from omegaconf import DictConfig, OmegaConf
 from robot_rl.commands.common import index_run, run_config, seed_everything, start_run
 from robot_rl.config import ConfigError, expand_sweep, load_config
 from robot_rl.envs import make_env
+from robot_rl.store.run_status import true_status
 from robot_rl.training.checkpoint import latest_checkpoint, task_config_hash
-from robot_rl.training.run_dir import (
-    new_run_name,
-    now_iso,
-    update_meta,
-)
+from robot_rl.training.run_dir import new_run_name, now_iso, read_meta, update_meta
 
 
 def cmd_train(args: list[str]) -> list[Path]:
@@ -81,6 +78,11 @@ def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     resuming = bool(cfg.resume)
     if resuming:
         run_dir = Path(cfg.resume)
+        status = true_status(read_meta(run_dir))
+        if status == "finished" and not cfg.resume_finished:
+            raise ConfigError(
+                f"{run_dir} is finished; resume_finished=true trains it further, to train.iterations in total"
+            )
         given, cfg = cfg, run_config(run_dir, [])
         checkpoint = latest_checkpoint(run_dir)
         # refuses an edited task config; train.iterations / save_every / progress apply, other overrides do not
@@ -118,8 +120,11 @@ def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     )
     if checkpoint is not None:
         trainer.load(checkpoint, fine_tune=not resuming)
-        how = "resuming" if resuming else "initialised"
-        print(f"{how} {run_dir} from {checkpoint} (iteration {trainer.iteration})")
+        if resuming:
+            print(f"resuming {run_dir} from {checkpoint} (iteration {trainer.iteration})")
+        else:  # a new run counts its own iterations (its env steps go on from the checkpoint's)
+            print(f"initialised {run_dir} from {checkpoint} (its iteration {trainer.iteration})")
+            trainer.iteration = 0
     setup_s = time.perf_counter() - t_setup
     worlds = env.num_worlds  # a per-drone env has more environments than worlds
     print(f"run: {run_dir}  ({worlds} worlds, {int(cfg.train.iterations)} iterations)")
@@ -127,8 +132,9 @@ def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
         result = trainer.learn(
             int(cfg.train.iterations), save_every=int(cfg.train.save_every), progress=bool(cfg.train.progress)
         )
-    except BaseException:
-        update_meta(run_dir, status="failed", finished_at=now_iso())
+    except BaseException as e:
+        status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+        update_meta(run_dir, status=status, finished_at=now_iso(), error=" ".join(str(e).split()) or type(e).__name__)
         raise
     finally:
         writer.close()

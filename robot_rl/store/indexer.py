@@ -18,6 +18,7 @@ import yaml
 
 from robot_rl.store import writes
 from robot_rl.store.paths import Entry, RunScan, in_artifact_dir, scan_run
+from robot_rl.store.run_status import true_status
 from robot_rl.store.store import DEFAULT_FILENAME, Store
 from robot_rl.store.validate import evaluation_problem
 
@@ -112,6 +113,17 @@ def _from_config(config: Any, key: str) -> Any:
     return value
 
 
+_LIVE = "|live:"
+
+
+def _owner_alive(owner: str) -> bool:
+    host, _, rest = owner.partition(":")
+    pid, _, started = rest.partition(":")
+    meta = {"status": "running", "host": host, "pid": int(pid) if pid.isdigit() else None}
+    meta["pid_started"] = int(started) if started.isdigit() else None
+    return true_status(meta) == "running"
+
+
 def _fingerprint(scan: RunScan) -> str:
     """Sizes and mtimes of everything the index reads (and what it refused): unchanged means
     nothing to do."""
@@ -141,7 +153,10 @@ def _index_run(store: Store, run_dir: Path, *, force: bool, known: str | None, u
     name = run_dir.name
     fingerprint = _fingerprint(scan)
     stored = known if use_known else store.get_fingerprint(name)
-    if not force and stored == fingerprint:
+    # A running run's fingerprint also names its process: once that is gone (kill -9) the run is re-indexed
+    # as interrupted although none of its files changed.
+    files, _, owner = (stored or "").partition(_LIVE)
+    if not force and files == fingerprint and (not owner or _owner_alive(owner)):
         return name
     for reason in scan.refused:
         log.warning("run %s: refused %s", name, reason)
@@ -154,7 +169,9 @@ def _index_run(store: Store, run_dir: Path, *, force: bool, known: str | None, u
             config = yaml.load(config_text, Loader=_YAMLLoader)  # a safe loader: never constructs objects
         except (yaml.YAMLError, RecursionError, ValueError):
             config = None
-    status = meta.get("status") or ("running" if not meta.get("finished_at") else "finished")
+    status = true_status(meta) or ("running" if not meta.get("finished_at") else "finished")
+    if status == "running" and isinstance(meta.get("pid"), int):
+        fingerprint += f"{_LIVE}{meta.get('host')}:{meta['pid']}:{meta.get('pid_started')}"
     fields: dict[str, Any] = {
         "run_dir": str(run_dir),
         "task": meta.get("task") or _from_config(config, "task"),

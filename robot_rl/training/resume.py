@@ -37,7 +37,7 @@ def resume_config(
     lines = []
     for o in overrides:
         key = _key(o)
-        if key == "resume" or o in ("-m", "--multirun"):
+        if key in ("resume", "resume_finished") or o in ("-m", "--multirun"):
             continue
         if key == "train.iterations" and int(given.train.iterations) < run_iterations:
             lines.append(f"resume: ignoring {o}: the run's config.yaml asks for {run_iterations} iterations")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import time
 from datetime import datetime, timezone
@@ -11,6 +12,7 @@ from importlib import metadata
 from pathlib import Path
 
 from robot_rl.config import ConfigError
+from robot_rl.store.run_status import process_start
 
 PACKAGES = ("robot-rl", "torch", "mujoco", "rsl-rl-lib", "onnx", "onnxruntime", "hydra-core", "numpy")
 
@@ -88,18 +90,21 @@ _OPEN_RUNS: set[Path] = set()
 
 
 def begin_run(run_dir: Path, meta: dict) -> None:
-    """Write a new run's meta.json with status running; fail_open_runs closes it if the command dies."""
-    write_json_atomic(Path(run_dir) / "meta.json", {**meta, "status": "running"})
+    """Write a new run's meta.json with status running and the process that runs it (host, pid, its start
+    time): fail_open_runs closes it if the command dies, and true_status tells a killed one."""
+    pid = os.getpid()
+    owner = {"host": socket.gethostname(), "pid": pid, "pid_started": process_start(pid)}
+    write_json_atomic(Path(run_dir) / "meta.json", {**meta, **owner, "status": "running"})
     _OPEN_RUNS.add(Path(run_dir))
 
 
-def fail_open_runs(error: str) -> list[Path]:
-    """Mark every run this process began and did not finish as failed, with the error's one line."""
+def fail_open_runs(error: str, status: str = "failed") -> list[Path]:
+    """Mark every run this process began and did not finish as failed (or interrupted), with the error's line."""
     failed = []
     for run_dir in sorted(_OPEN_RUNS):
         try:
             if read_meta(run_dir).get("status") == "running":
-                update_meta(run_dir, status="failed", finished_at=now_iso(), error=error)
+                update_meta(run_dir, status=status, finished_at=now_iso(), error=error)
                 failed.append(run_dir)
         except (OSError, ConfigError):  # the run directory is gone or its meta.json broken: nothing to mark
             pass

@@ -89,3 +89,20 @@ def test_a_seeded_reset_after_an_episode_starts_fresh():
     a, _ = env.reset(seed=11)
     b, _ = SingleWorldEnv(seed=0).reset(seed=11)
     np.testing.assert_array_equal(a, b)
+
+
+def test_gymnasium_make_works_in_a_fresh_interpreter():
+    """Gymnasium 1.x loads no plugins: the id's module prefix is its documented way to import the registration,
+    with nothing imported by hand first."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gymnasium\n"
+        "for name in ('CrazyflieHover', 'CrazyflieGoto'):\n"
+        "    env = gymnasium.make(f'robot_rl.gym_envs:robot_rl/{name}-v0')\n"
+        "    obs, _ = env.reset(seed=0)\n"
+        "    print(name, obs.shape, env.step(env.action_space.sample())[0].shape)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True).stdout
+    assert out.split("\n")[:2] == ["CrazyflieHover (25,) (25,)", "CrazyflieGoto (25,) (25,)"]

@@ -20,25 +20,27 @@ def test_comparison_resumes_and_skips_finished_work(tmp_path, monkeypatch, load_
     assert set(table["policies"]) == {"stage1", "stage2"}
     # --stage2 overrides reach stage 2 only
     assert "obstacle_collision: -7.5" in (out / "stage2_s0" / "config.yaml").read_text()
-    assert "obstacle_collision" not in (out / "stage1_s0" / "config.yaml").read_text()
+    assert "obstacle_collision: -7.5" not in (out / "stage1_s0" / "config.yaml").read_text()
     assert table["command"].startswith("python scripts/swarm_comparison.py --seeds 0")
     assert set(table["policies"]["stage2"]["per_seed"]["0"]) == {*cmp.COLUMNS, "per_scene"}
     assert table["stage2_minus_stage1_collision"]["scene_pairs"] == 2
     assert "paired over 2 scenes" in (out / "table.md").read_text()
-    assert (out / "stage2_s0" / "checkpoints" / "model_4.pt").exists()  # stage 2 continues stage 1's count
+    # stage 2 is a run of its own: init_from trains --iterations more, counted from 0
+    assert (out / "stage2_s0" / "checkpoints" / "model_2.pt").exists()
+    assert not (out / "stage2_s0" / "checkpoints" / "model_4.pt").exists()
     assert json.loads((out / "stage2_s0" / "meta.json").read_text())["init_from"].endswith("model_2.pt")
 
     # Interrupted in stage 2 (its final checkpoint and its evaluation missing): only that is redone.
-    (out / "stage2_s0" / "checkpoints" / "model_4.pt").unlink()
+    (out / "stage2_s0" / "checkpoints" / "model_2.pt").unlink()
     (out / "eval" / "stage2_s0.json").unlink()
     trained, evaluated = [], []
     real_train, real_eval = cmp.commands.cmd_train, cmp.evaluate
     monkeypatch.setattr(cmp.commands, "cmd_train", lambda o: trained.append(o) or real_train(o))
     monkeypatch.setattr(cmp, "evaluate", lambda *a, **k: evaluated.append(k) or real_eval(*a, **k))
     assert cmp.main(argv) == 0
-    assert trained == [[f"resume={out / 'stage2_s0'}", "train.iterations=4"]]
+    assert trained == [[f"resume={out / 'stage2_s0'}", "train.iterations=2", "resume_finished=true"]]
     assert len(evaluated) == 1 and evaluated[0].get("scenario", "clutter") == "clutter"
-    assert (out / "stage2_s0" / "checkpoints" / "model_4.pt").exists()
+    assert (out / "stage2_s0" / "checkpoints" / "model_2.pt").exists()
 
     # Finished: nothing is trained or evaluated again.
     trained.clear(), evaluated.clear()

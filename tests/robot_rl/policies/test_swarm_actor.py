@@ -29,7 +29,7 @@ def test_swarm_actor_trains_resumes_fine_tunes_and_exports(tmp_path):
     stage2 = commands.train_one(load_config([*common, "run_name=s2", "train.iterations=3",
                                              f"init_from={stage1}"]))  # fmt: skip
     assert latest_checkpoint(stage2).name == "model_3.pt"
-    commands.train_one(load_config([f"resume={stage2}", "train.iterations=4"]))
+    commands.train_one(load_config([f"resume={stage2}", "train.iterations=4", "resume_finished=true"]))
     assert latest_checkpoint(stage2).name == "model_4.pt"
     # a fine-tune with its own fixed learning rate starts from it, not from the rate stage 1 had adapted to
     stage2b = commands.train_one(load_config([*common, "run_name=s2b", "train.iterations=3", f"init_from={stage1}",

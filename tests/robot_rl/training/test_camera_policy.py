@@ -16,7 +16,7 @@ def test_camera_policy_trains_resumes_and_is_not_exported(tmp_path):
     (run,) = commands.cmd_train([*common, "train.iterations=2", "run_name=cam"])
     ckpt = load_checkpoint(latest_checkpoint(run))  # data only, like every checkpoint load
     assert any(k.startswith("cnns.") for k in ckpt["actor_state_dict"]), list(ckpt["actor_state_dict"])[:5]
-    commands.cmd_train([f"resume={run}", "train.iterations=3"])
+    commands.cmd_train([f"resume={run}", "train.iterations=3", "resume_finished=true"])
     assert latest_checkpoint(run).name == "model_3.pt"
     result = commands.evaluate_run(run, ["eval.episodes=2"])  # the actor reads the image group in evaluation too
     assert result["episodes"] == 2 and 0.0 <= result["metrics"]["success_rate"] <= 1.0

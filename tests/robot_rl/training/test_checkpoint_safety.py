@@ -179,7 +179,7 @@ def test_resume_refuses_an_edited_task_config_and_says_what_it_does_with_overrid
 
     run = tmp_path / "goto"
     shutil.copytree(goto_run, run)
-    commands.cmd_train([f"resume={run}", "train.iterations=2", "task.num_worlds=16", "seed=7"])
+    commands.cmd_train([f"resume={run}", "train.iterations=2", "task.num_worlds=16", "seed=7", "resume_finished=true"])
     out = capsys.readouterr().out
     assert "resume: applying train.iterations=2" in out
     assert "resume: ignoring task.num_worlds=16: a resumed run keeps its config.yaml (task.num_worlds=8)" in out
@@ -191,15 +191,23 @@ def test_resume_refuses_an_edited_task_config_and_says_what_it_does_with_overrid
     edited = yaml.safe_load(original)
     edited["task"]["params"]["goal_period_s"] = 2.0  # a task option, not a run-time knob
     cfg_path.write_text(yaml.safe_dump(edited))
-    one_line_error(run_cli("train", f"resume={run}", "train.iterations=3"), "task section was edited", "resume refused")
+    one_line_error(
+        run_cli("train", f"resume={run}", "train.iterations=3", "resume_finished=true"),
+        "task section was edited",
+        "resume refused",
+    )
     edited = yaml.safe_load(original)
     edited["task"]["name"] = "crazyflie_hover"
     cfg_path.write_text(yaml.safe_dump(edited))
-    one_line_error(run_cli("train", f"resume={run}", "train.iterations=3"), "'crazyflie_hover'", "'crazyflie_goto'")
+    one_line_error(
+        run_cli("train", f"resume={run}", "train.iterations=3", "resume_finished=true"),
+        "'crazyflie_hover'",
+        "'crazyflie_goto'",
+    )
     assert latest_checkpoint(run).name == "model_2.pt"  # nothing trained on the edited config
     cfg_path.write_text(original)  # num_worlds is how many copies run, not what the task is: it may change
     edited = yaml.safe_load(original)
     edited["task"]["num_worlds"] = 4
     cfg_path.write_text(yaml.safe_dump(edited))
-    commands.cmd_train([f"resume={run}", "train.iterations=3"])
+    commands.cmd_train([f"resume={run}", "train.iterations=3", "resume_finished=true"])
     assert latest_checkpoint(run).name == "model_3.pt"

@@ -46,7 +46,7 @@ def test_train_eval_export_end_to_end(tmp_path, capsys, algo):
 def test_resume_continues_the_off_policy_run(tmp_path, capsys):
     (run,) = commands.cmd_train([f"runs_root={tmp_path}", "algo=td3", "run_name=r", *FAST])
     capsys.readouterr()
-    commands.cmd_train([f"runs_root={tmp_path}", f"resume={run}", "train.iterations=3"])
+    commands.cmd_train([f"runs_root={tmp_path}", f"resume={run}", "train.iterations=3", "resume_finished=true"])
     out = capsys.readouterr().out
     assert "transitions restored" in out
     assert load_checkpoint(run / "checkpoints" / "model_3.pt")["total_steps"] == 3 * 8 * 16
