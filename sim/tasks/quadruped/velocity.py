@@ -58,12 +58,10 @@ class QuadrupedVelocity(Task):
     command_resample_s: float = option(10.0, NONNEG)  # a new command mid-episode (0: one per episode)
     min_command_speed: float = option(0.2, NONNEG)  # smaller planar commands become 0 (standing still is trained too)
     tracking_sigma: float = option(0.25, POSITIVE)  # (m/s)^2 in the tracking kernels exp(-err^2 / sigma)
-    # rad per unit action: hip, thigh, calf
-    action_scale: tuple[float, float, float] = option((0.5, 1.0, 1.0), POSITIVE)
+    action_scale: tuple[float, float, float] = option((0.5, 1.0, 1.0), POSITIVE)  # rad/action: hip, thigh, calf
     observe_lin_vel: bool = True  # base velocity in the policy's input (needs the robot's state estimator)
-    # servo gains; None: the model's (30 N m/rad, 0.75 N m s/rad)
-    kp: float | None = option(None, Range(0, lo_open=True, optional=True))
-    kd: float | None = option(None, Range(0, optional=True))
+    kp: float | None = option(None, Range(0, lo_open=True, optional=True))  # None: the model's 30 N m/rad
+    kd: float | None = option(None, Range(0, optional=True))  # None: the model's 0.75 N m s/rad
     terrain: str = option("flat", Choice(("flat", "rough")))  # flat | rough
     terrain_levels: int = option(10, POS_INT)
     terrain_tile_m: float = option(8.0, POSITIVE)
