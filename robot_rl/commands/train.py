@@ -37,11 +37,25 @@ def guidance_name(cfg: DictConfig) -> str:
     return f"{g.name}:{g.get('backend', g.get('planner'))}"
 
 
-def attach_guidance(cfg: DictConfig, env, run_dir: Path | None) -> None:
-    """Keypoint rewards (KAGI) replace the task's reward; guidance artifacts go to <run>/guidance/."""
+def used_guidance(name: str, backend: str, sources: list[str]) -> str:
+    """The guidance a run used, as recorded: 'keypoint:vlm', or 'keypoint:vlm->oracle (3/16 layouts)' when
+    layouts fell back to the oracle because the model gave no valid answer (a cache hit is the model's)."""
+    fell_back = sum(s == "oracle" for s in sources) if backend in ("vlm", "llm") else 0
+    label = f"{name}:{backend}"
+    return f"{label}->oracle ({fell_back}/{len(sources)} layouts)" if fell_back else label
+
+
+def _warn_fallback(label: str) -> None:
+    if "->oracle" in label:  # one line, whatever the number of layouts and attempts
+        print(f"robot-rl: warning: guidance {label}: the model gave no valid answer for those (run's guidance/)")
+
+
+def attach_guidance(cfg: DictConfig, env, run_dir: Path | None) -> str:
+    """Keypoint rewards (KAGI) replace the task's reward; guidance artifacts go to <run>/guidance/. Returns the
+    guidance used (used_guidance)."""
     g = cfg.get("guidance")
     if g is None or g.name == "none":
-        return
+        return "none"
     out = run_dir / "guidance" if run_dir is not None else None
     if g.name == "keypoint":
         from robot_rl.guidance.kagi import attach_keypoint_reward, keypoint_config
@@ -55,6 +69,8 @@ def attach_guidance(cfg: DictConfig, env, run_dir: Path | None) -> None:
             f"keypoint guidance ({kcfg.backend}): {summary['layouts']} layouts, sources {summary['sources']}, "
             f"{summary['requests']} model requests"
         )
+        sources = [source for source, n in summary["sources"].items() for _ in range(n)]
+        label = used_guidance("keypoint", kcfg.backend, sources)
     elif g.name == "plan":  # make_env wrapped the env in the plan controller
         print(
             f"planned exploration ({g.planner}): {len(env.plans)} layouts, sources {sorted(set(env.sources))}, "
@@ -62,8 +78,11 @@ def attach_guidance(cfg: DictConfig, env, run_dir: Path | None) -> None:
         )
         if out is not None:
             env.save_guidance(out)
+        label = used_guidance("plan", str(g.planner), list(env.sources))
     else:
         raise ConfigError(f"unknown guidance '{g.name}' (none, keypoint, plan)")
+    _warn_fallback(label)
+    return label
 
 
 def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
@@ -108,7 +127,9 @@ def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
         )
     seed_everything(int(cfg.seed))
     env = make_env(cfg, final_observation=needs_final_observation(cfg.algo.name))
-    attach_guidance(cfg, env, run_dir)
+    used = attach_guidance(cfg, env, run_dir)
+    if used != read_meta(run_dir).get("guidance"):  # what was used, not what was asked for
+        update_meta(run_dir, guidance=used)
     env.stagger_episodes()
     writer = SummaryWriter(log_dir=str(run_dir / "tb"), flush_secs=5)
     trainer = make_trainer(

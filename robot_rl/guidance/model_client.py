@@ -267,7 +267,8 @@ class ModelClient:
         value, raw_text, attempts, errors = self._ask_model(key, messages, schema, check)
         if value is None:
             if cfg.on_failure == "oracle" and oracle is not None:
-                log.warning("model gave no valid answer after %d attempts; using the oracle", attempts)
+                # the run prints one line for all its fallbacks (robot_rl.commands.train.used_guidance)
+                log.info("model gave no valid answer after %d attempts; using the oracle", attempts)
                 return Answer(
                     self._oracle_value(oracle, schema, check, key), "oracle", attempts, errors, key_hash, None
                 )
@@ -308,7 +309,7 @@ class ModelClient:
                 content = self._post(body)
             except _TransportError as e:
                 errors.append(str(e))
-                log.warning("model attempt %d/%d failed: %s", attempt, total, e)
+                log.info("model attempt %d/%d failed: %s", attempt, total, e)
                 transport_failures += 1
                 if attempt < total and cfg.retry_backoff_s > 0:
                     time.sleep(min(8.0, cfg.retry_backoff_s * 2 ** (transport_failures - 1)))
@@ -320,7 +321,7 @@ class ModelClient:
             except ValueError as e:  # pydantic's ValidationError and json errors are ValueErrors too
                 reason = _reason(e)[:_FEEDBACK_CHARS]
                 errors.append(f"invalid answer: {reason}")
-                log.warning("model attempt %d/%d: invalid answer: %s", attempt, total, reason)
+                log.info("model attempt %d/%d: invalid answer: %s", attempt, total, reason)
                 conversation = conversation + [
                     {"role": "assistant", "content": content},
                     user_message(

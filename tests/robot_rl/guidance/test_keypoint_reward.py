@@ -21,6 +21,7 @@ pytest.importorskip("open3d")
 from robot_rl.guidance.kagi import KeypointGuidanceConfig, attach_keypoint_reward, build_guides  # noqa: E402
 from robot_rl.guidance.model_client import ModelConfig, ModelError  # noqa: E402
 from robot_rl.guidance.replay_server import ReplayServer, request_text  # noqa: E402
+from robot_rl.store import open_store  # noqa: E402
 from sim.env import BatchedEnv, EnvConfig  # noqa: E402
 from sim.tasks.arm import OBJ_QPOS0, ArmPickPlace  # noqa: E402
 
@@ -200,7 +201,17 @@ def test_a_training_run_survives_a_failing_model_server(tmp_path, capsys):
         assert main(["train", *common, url, "run_name=fallback"]) == 0  # oracle fallback, run finishes
         keypoints = json.loads((tmp_path / "fallback" / "guidance" / "keypoints.json").read_text())
         assert keypoints["sources"] == {"oracle": 2} and "503" in keypoints["records"][0]["errors"][0]
-        capsys.readouterr()
+        out, err = capsys.readouterr()
+        # labelled as what it was, in the run and on the dashboard's leaderboard; one warning line, no retries
+        label = "keypoint:vlm->oracle (2/2 layouts)"
+        assert json.loads((tmp_path / "fallback" / "meta.json").read_text())["guidance"] == label
+        assert [line for line in (out + err).splitlines() if "warning" in line.lower()] == [
+            f"robot-rl: warning: guidance {label}: the model gave no valid answer for those (run's guidance/)"
+        ]
+        assert "attempt" not in out + err
+        store = open_store(runs_root=str(tmp_path))
+        assert [r["guidance"] for r in store.leaderboard()["runs"]] == [label]
+        store.close()
         assert main(["train", *common, url, "run_name=strict", "guidance.model.on_failure=error"]) == 2
         err = capsys.readouterr().err
         assert "503" in err and "Traceback" not in err
