@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 RULE_KEY = "rule"  # the field metadata key
 SEED_MAX = 2**32 - 1  # numpy's seed range
+
+
+class OptionError(ValueError):
+    """A value outside its option's rule; the message names the key, the value and what is allowed."""
 
 
 def _num(x: float | None) -> str:
@@ -99,3 +104,28 @@ def option(default: Any = dataclasses.MISSING, rule: Rule | None = None, *, fact
 def rule_of(f: dataclasses.Field) -> Rule | None:
     """The rule written beside a field, or None."""
     return f.metadata.get(RULE_KEY)
+
+
+def _shown(value):
+    """A value as the user wrote it: the schema stores 0 for a float option as 0.0."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return [_shown(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+def check_option(path: str, value, rule: Rule) -> None:
+    """OptionError, naming path, the value and what is allowed, unless value satisfies rule."""
+    if value is None:
+        if not rule.optional:
+            raise OptionError(f"{path}=null is out of range: allowed {rule.allowed()}")
+        return
+    if isinstance(rule, Choice):
+        if value not in rule.values:
+            raise OptionError(f"{path}={value!r} is not allowed: {rule.allowed()}")
+        return
+    values = list(value) if isinstance(value, Sequence) and not isinstance(value, str) else [value]
+    bad = not values if isinstance(value, (list, tuple)) else False
+    bad = bad or not all(rule.accepts(v) for v in values)
+    bad = bad or (rule.ordered and any(a > b for a, b in zip(values[:-1], values[1:], strict=True)))
+    if bad:
+        raise OptionError(f"{path}={_shown(value)!r} is out of range: allowed {rule.allowed()}")

@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import math
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,9 +30,10 @@ from robot_conventions.options import (
     POSITIVE,
     RANDOMIZATION,
     SEED,
-    Choice,
+    OptionError,
     Range,
     Rule,
+    check_option,
     option,
     rule_of,
 )
@@ -267,29 +268,12 @@ def config_leaves(node, path: str = "") -> Iterator[tuple[str, object]]:
         yield path, node
 
 
-def _shown(value):
-    """A value as the user wrote it: the schema stores 0 for a float option as 0.0."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return [_shown(v) for v in value] if isinstance(value, (list, tuple)) else value
-
-
 def check_value(path: str, value, rule: Rule) -> None:
     """ConfigError unless value satisfies rule."""
-    if value is None:
-        if not rule.optional:
-            raise ConfigError(f"{path}=null is out of range: allowed {rule.allowed()}")
-        return
-    if isinstance(rule, Choice):
-        if value not in rule.values:
-            raise ConfigError(f"{path}={value!r} is not allowed: {rule.allowed()}")
-        return
-    values = list(value) if isinstance(value, Sequence) and not isinstance(value, str) else [value]
-    bad = not values if isinstance(value, (list, tuple)) else False
-    bad = bad or not all(rule.accepts(v) for v in values)
-    bad = bad or (rule.ordered and any(a > b for a, b in zip(values[:-1], values[1:], strict=True)))
-    if bad:
-        raise ConfigError(f"{path}={_shown(value)!r} is out of range: allowed {rule.allowed()}")
+    try:
+        check_option(path, value, rule)
+    except OptionError as e:
+        raise ConfigError(str(e)) from None
 
 
 def check_ranges(cfg: DictConfig | Mapping) -> None:

@@ -16,10 +16,10 @@ from robot_conventions.options import (
     POSITIVE,
     Choice,
     Range,
+    check_option,
     option,
     rule_of,
 )
-from robot_rl.schema import check_value
 
 UNIT_OPEN_LOW = Range(0, 1, lo_open=True)  # discounts and Polyak rates: (0, 1]
 
@@ -49,6 +49,10 @@ class OffPolicyConfig:
     init_action_scale: float = option(0.01, POSITIVE)  # the actor's last layer is scaled by this: start near 0
     update_threads: int | None = option(None, Range(1, integer=True, optional=True))  # torch threads (None: all)
     save_replay: bool = True  # checkpoints/replay.pt beside the model files: exact resume (else warm restart)
+    # RLPD: a dataset of `robot-rl collect` (.npz); each batch holds prior_ratio of its transitions (0.5: RLPD's
+    # symmetric sampling), the rest from the online replay
+    prior_data: str | None = None
+    prior_ratio: float = option(0.5, Range(0, 1, lo_open=True, hi_open=True))
     # TD3
     exploration_noise: float = option(0.1, NONNEG)  # std of the Gaussian added to the actor's action while collecting
     policy_noise: float = option(0.2, NONNEG)  # target policy smoothing
@@ -71,7 +75,7 @@ class OffPolicyConfig:
             rule = rule_of(f)
             value = getattr(self, f.name)
             if rule is not None:
-                check_value(f"algo.{f.name}", value, rule)
+                check_option(f"algo.{f.name}", value, rule)
             elif f.type == "bool" and not isinstance(value, bool):
                 raise ValueError(f"algo.{f.name}={value!r} is out of range: allowed true or false")
         if not isinstance(self.device, str) or not (self.device == "cpu" or self.device.startswith(("cuda", "mps"))):
