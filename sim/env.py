@@ -72,6 +72,11 @@ class GuidanceHooks:
 class BatchedEnv(GuidanceHooks):
     """reset() / step(actions) over num_worlds worlds of one task. Actions are in policy space [-1, 1]."""
 
+    @property
+    def gives_final_observation(self) -> bool:
+        """Whether step's extras carry final_observation (EnvConfig.final_observation)."""
+        return self.cfg.final_observation
+
     def __init__(self, task, cfg: EnvConfig):
         if cfg.randomization not in ("none", "train", "max"):
             raise ValueError(f"randomization must be none, train or max, not '{cfg.randomization}'")
@@ -212,6 +217,8 @@ class EnvWrapper(GuidanceHooks):
     """Base of the envs that wrap a BatchedEnv (self.env) for a learner: forwards what passes through."""
 
     env: BatchedEnv
+    # a wrapper changes what the policy observes: its extras carry final observations only if it says so
+    gives_final_observation = False
 
     def stagger_episodes(self) -> None:
         self.env.stagger_episodes()

@@ -30,6 +30,7 @@ from robot_rl.training.checkpoint import (
     save_atomic,
     task_record,
 )
+from robot_rl.training.episode_stats import EpisodeStats, write_episode_scalars
 from sim.tasks.base import Task
 
 
@@ -233,31 +234,17 @@ class PPOTrainer:
         steps_per_iter = self.cfg["num_steps_per_env"]
         obs = env.get_observations()
         alg.train_mode()
-        ret_sum = torch.zeros(env.num_envs)
-        recent_returns: list[float] = []
-        recent_success: list[float] = []
-        mean_ret = succ = float("nan")  # stay NaN when a resumed run has no iterations left
+        episodes = EpisodeStats(env.num_envs)  # NaN means while a resumed run has no iterations left
         bar = tqdm(range(self.iteration, iterations), desc="train", disable=not progress, unit="it", dynamic_ncols=True)
         for it in bar:
             t0 = time.perf_counter()
             env.task.on_iteration(it)
-            ep_logs: list[dict] = []
             with torch.inference_mode():
                 for _ in range(steps_per_iter):
                     actions = alg.act(obs)
                     obs, rewards, dones, extras = env.step(actions)
                     alg.process_env_step(obs, rewards, dones, extras)
-                    ret_sum += rewards
-                    done_ids = dones.nonzero().flatten()
-                    if done_ids.numel():
-                        recent_returns = (recent_returns + ret_sum[done_ids].tolist())[-200:]
-                        ret_sum[done_ids] = 0.0
-                        final = extras["final"]
-                        timed_out = extras["time_outs"][done_ids]
-                        # success is defined at the episode's end; crashes count as failures
-                        finished = final["success"][timed_out | (final["crash"] > 0)]
-                        recent_success = (recent_success + finished.tolist())[-500:]
-                        ep_logs.append(extras["episode"])
+                    episodes.record(rewards, dones, extras)
                 alg.compute_returns(obs)
             collect = time.perf_counter() - t0
             # the simulator's thread pool is idle during the update: let torch use every core
@@ -271,37 +258,31 @@ class PPOTrainer:
             self.iteration = it + 1
             self.total_steps += steps_per_iter * self.worlds
             self.train_time_s += dt
-            mean_ret = float(np.mean(recent_returns)) if recent_returns else float("nan")
-            succ = float(np.mean(recent_success)) if recent_success else float("nan")
+            mean_ret, succ = episodes.mean_return, episodes.success_rate
             bar.set_postfix(
                 ret=f"{mean_ret:.1f}", success=f"{succ:.2f}", sps=f"{steps_per_iter * self.worlds / dt:.0f}"
             )
             if self.writer is not None:
-                self._log(it, losses, ep_logs, mean_ret, succ, collect, dt)
+                self._log(it, losses, episodes.take_logs(), mean_ret, succ, collect, dt)
             if self.run_dir is not None and (self.iteration % save_every == 0 or self.iteration == iterations):
                 self.save(self.run_dir / "checkpoints" / f"model_{self.iteration}.pt")
         return {
             "iterations": self.iteration,
             "total_steps": self.total_steps,
             "train_time_s": self.train_time_s,
-            "mean_return": mean_ret,
-            "train_success": succ,
+            "mean_return": episodes.mean_return,
+            "train_success": episodes.success_rate,
         }
 
     def _log(self, it, losses, ep_logs, mean_ret, succ, collect, dt) -> None:
         w = self.writer
         for k, v in losses.items():
             w.add_scalar(f"Loss/{k}", v, it)
-        w.add_scalar("Train/mean_reward", mean_ret, it)
-        w.add_scalar("Train/success_rate", succ, it)
+        write_episode_scalars(w, it, mean_ret, succ, ep_logs)
         w.add_scalar("Train/learning_rate", self.alg.learning_rate, it)
         w.add_scalar("Perf/steps_per_s", self.cfg["num_steps_per_env"] * self.worlds / dt, it)
         w.add_scalar("Perf/collect_time_s", collect, it)
         w.add_scalar("Perf/learn_time_s", dt - collect, it)
-        keys = set().union(*[d.keys() for d in ep_logs]) if ep_logs else set()
-        for k in sorted(keys):
-            vals = [float(d[k]) for d in ep_logs if k in d]
-            w.add_scalar(f"Episode/{k}", float(np.mean(vals)), it)
 
     def inference_policy(self):
         self.alg.eval_mode()

@@ -34,6 +34,7 @@ import torch
 
 from sim.backends.mujoco_batch import load_model
 from sim.robots.crazyflie_firmware import PidGains, written_key
+from sim.scene_files import write_scene
 
 log = logging.getLogger(__name__)
 
@@ -154,23 +155,15 @@ def control_callback(fn):
 
 
 def model_with_userdata(xml_path: str | Path) -> Path:
-    """The MJCF at xml_path with <size nuserdata="NUSERDATA"/> added, written once to the temp dir (BatchedEnv
-    loads task.model_path from disk). The copy lives elsewhere, so the model must not name asset files by
-    relative path (the Crazyflie model names none)."""
+    """The MJCF at xml_path with <size nuserdata="NUSERDATA"/> added, written once to the temp dir (write_scene;
+    the Crazyflie model names no asset files)."""
     load_model(xml_path)  # a broken model is reported under its own name, not the copy's
     xml = Path(xml_path).read_text()
     head = re.search(r"<mujoco\b[^>]*>", re.sub(r"<!--.*?-->", lambda m: " " * len(m.group()), xml, flags=re.S))
     if head is None:
         raise ValueError(f"{xml_path} has no <mujoco> element")
     xml = f'{xml[: head.end()]}\n  <size nuserdata="{NUSERDATA}"/>{xml[head.end() :]}'
-    tag = hashlib.sha256(xml.encode()).hexdigest()[:12]
-    path = Path(tempfile.gettempdir()) / "robot_rl_scenes" / f"{Path(xml_path).stem}_firmware_{tag}.xml"
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(xml)
-        os.replace(tmp, path)
-    return path
+    return write_scene(xml, f"{Path(xml_path).stem}_firmware")
 
 
 def constants(mode: str, substeps: int, gains: PidGains, gain_scale, kf_scale, latency) -> np.ndarray:

@@ -45,6 +45,10 @@ class Agent(nn.Module):
     def _make_actor(self, obs_dim: int, act_dim: int) -> Actor:
         raise NotImplementedError
 
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """Every optimizer by the name its state has in a checkpoint."""
+        return {"actor": self.actor_opt, "critic": self.critic_opt}
+
     def explore(self, x: torch.Tensor) -> torch.Tensor:
         """Normalized policy observations -> the actions to collect with."""
         raise NotImplementedError
@@ -116,6 +120,9 @@ class SACAgent(Agent):
         self.log_alpha = nn.Parameter(torch.tensor(float(cfg.init_alpha)).log())
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_learning_rate)
         self.target_entropy = float(-act_dim if cfg.target_entropy is None else cfg.target_entropy)
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {**super().optimizers(), "alpha": self.alpha_opt}
 
     def _make_actor(self, obs_dim: int, act_dim: int) -> Actor:
         c = self.cfg

@@ -25,7 +25,6 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -37,8 +36,10 @@ from robot_rl.training.checkpoint import (
     save_atomic,
     task_record,
 )
+from robot_rl.training.episode_stats import EpisodeStats, write_episode_scalars
 from robot_rl.training.off_policy.agents import Agent, make_agent
 from robot_rl.training.off_policy.config import OffPolicyConfig
+from robot_rl.training.off_policy.prior_data import load_prior
 from robot_rl.training.off_policy.replay import ReplayBuffer
 from robot_rl.training.ppo_trainer import restore_guidance, rng_state, set_rng_state
 
@@ -63,10 +64,10 @@ class OffPolicyTrainer:
         """algo: the algo section (td3 or sac); bad keys or values raise ValueError naming the key."""
         self.cfg = cfg = OffPolicyConfig.from_dict(algo)
         self.algo_cfg = dict(algo)
-        env_cfg = getattr(env, "cfg", None)
-        if env_cfg is not None and not getattr(env_cfg, "final_observation", False):
+        if not env.gives_final_observation:
             raise ValueError(
-                f"algo={cfg.name} bootstraps time-outs from the env's final_observation: build the env with it on"
+                f"algo={cfg.name} bootstraps time-outs from the env's final_observation: build the env with it on "
+                "(make_env(final_observation=True); the per-drone and plan-guided envs do not give it yet)"
             )
         self.env = env
         self.record = task_record(env.task, config_hash)
@@ -81,6 +82,7 @@ class OffPolicyTrainer:
         self.agent: Agent = make_agent(cfg, obs_dim, critic_dim, env.num_actions).to(self.device)
         self.dims = (obs_dim, critic_dim)
         self.buffer: ReplayBuffer | None = None  # allocated when training starts (evaluation needs none)
+        self.prior: ReplayBuffer | None = None  # algo.prior_data, read when training starts
         self._pending_replay: Path | None = None  # load() found a replay file: learn() restores it
         self.model_summary = f"actor: {self.agent.actor}\ncritic: {self.agent.critic}\n"
         if self.run_dir is not None and self.run_dir.is_dir():
@@ -99,9 +101,29 @@ class OffPolicyTrainer:
         xc = self.agent.critic.obs_normalizer(critic if critic is not None else policy)
         return x, xc
 
-    def _update(self) -> dict[str, torch.Tensor]:
+    def _sample(self) -> dict[str, torch.Tensor]:
+        """A batch of n-step transitions; with prior data, prior_ratio of it from the prior ring (RLPD)."""
         cfg = self.cfg
-        b = self.buffer.sample(cfg.batch_size, cfg.n_step, cfg.gamma)
+        if self.prior is None:
+            return self.buffer.sample(cfg.batch_size, cfg.n_step, cfg.gamma)
+        n_prior = min(cfg.batch_size - 1, max(1, round(cfg.batch_size * cfg.prior_ratio)))
+        online = self.buffer.sample(cfg.batch_size - n_prior, cfg.n_step, cfg.gamma)
+        prior = self.prior.sample(n_prior, cfg.n_step, cfg.gamma)
+        return {k: torch.cat([online[k], prior[k]]) for k in online}
+
+    def _load_prior(self) -> None:
+        """algo.prior_data as a second ring; the observation statistics start from it."""
+        obs_dim, critic_dim = self.dims
+        critic = critic_dim if self.asymmetric else None
+        self.prior = load_prior(Path(self.cfg.prior_data), obs_dim, critic, self.env.num_actions, self.device)
+        if self.cfg.obs_normalization:
+            d, rows = self.prior.data, slice(0, self.prior.filled)
+            self.agent.actor.obs_normalizer.update(d["obs"][rows].flatten(0, 1))
+            self.agent.critic.obs_normalizer.update(d["critic_obs" if self.asymmetric else "obs"][rows].flatten(0, 1))
+        tqdm.write(f"prior data: {len(self.prior):,} transitions from {self.cfg.prior_data}")
+
+    def _update(self) -> dict[str, torch.Tensor]:
+        b = self._sample()
         x, xc = self._normalized(b["obs"], b.get("critic_obs"))
         x_next, xc_next = self._normalized(b["next_obs"], b.get("next_critic_obs"))
         batch = {"x": x, "xc": xc, "x_next": x_next, "xc_next": xc_next}
@@ -150,33 +172,23 @@ class OffPolicyTrainer:
     def learn(self, iterations: int, save_every: int = 50, progress: bool = True) -> dict:
         env, cfg = self.env, self.cfg
         self._ensure_buffer()
+        if cfg.prior_data and self.prior is None:
+            self._load_prior()
         if self._pending_replay is not None:
             self.resume_note = self._restore_replay(self._pending_replay)
             self._pending_replay = None
             tqdm.write(self.resume_note)  # one line on resume: what came back of the replay ring
         obs = env.get_observations()
-        ret_sum = torch.zeros(env.num_envs)
-        recent_returns: list[float] = []
-        recent_success: list[float] = []
-        mean_ret = succ = float("nan")
+        episodes = EpisodeStats(env.num_envs)
         bar = tqdm(range(self.iteration, iterations), desc="train", disable=not progress, unit="it", dynamic_ncols=True)
         for it in bar:
             t0 = time.perf_counter()
             env.task.on_iteration(it)
-            ep_logs: list[dict] = []
             losses: dict[str, list[torch.Tensor]] = {}
             learn_s, n_updates = 0.0, 0
             for _ in range(cfg.steps_per_iteration):
                 obs, rewards, dones, extras = self.collect_step(obs)
-                ret_sum += rewards
-                done_ids = dones.nonzero().flatten()
-                if done_ids.numel():
-                    recent_returns = (recent_returns + ret_sum[done_ids].tolist())[-200:]
-                    ret_sum[done_ids] = 0.0
-                    final, timed_out = extras["final"], extras["time_outs"][done_ids]
-                    finished = final["success"][timed_out | (final["crash"] > 0)]  # as PPOTrainer counts it
-                    recent_success = (recent_success + finished.tolist())[-500:]
-                    ep_logs.append(extras["episode"])
+                episodes.record(rewards, dones, extras)
                 if len(self.buffer) < cfg.learning_starts:
                     continue
                 self.update_budget += cfg.updates_per_step
@@ -196,28 +208,26 @@ class OffPolicyTrainer:
             self.iteration = it + 1
             self.total_steps += steps
             self.train_time_s += dt
-            mean_ret = float(np.mean(recent_returns)) if recent_returns else float("nan")
-            succ = float(np.mean(recent_success)) if recent_success else float("nan")
+            mean_ret, succ = episodes.mean_return, episodes.success_rate
             bar.set_postfix(ret=f"{mean_ret:.1f}", success=f"{succ:.2f}", sps=f"{steps / dt:.0f}")
             if self.writer is not None:
                 mean = {k: float(torch.stack(v).mean()) for k, v in losses.items()}  # once per iteration
-                self._log(it, mean, ep_logs, mean_ret, succ, dt, learn_s, n_updates)
+                self._log(it, mean, episodes.take_logs(), mean_ret, succ, dt, learn_s, n_updates)
             if self.run_dir is not None and (self.iteration % save_every == 0 or self.iteration == iterations):
                 self.save(self.run_dir / "checkpoints" / f"model_{self.iteration}.pt")
         return {
             "iterations": self.iteration,
             "total_steps": self.total_steps,
             "train_time_s": self.train_time_s,
-            "mean_return": mean_ret,
-            "train_success": succ,
+            "mean_return": episodes.mean_return,
+            "train_success": episodes.success_rate,
         }
 
     def _log(self, it, losses, ep_logs, mean_ret, succ, dt, learn_s, n_updates) -> None:
         w = self.writer
         for k, v in losses.items():
             w.add_scalar(f"Loss/{k}", v, it)
-        w.add_scalar("Train/mean_reward", mean_ret, it)
-        w.add_scalar("Train/success_rate", succ, it)
+        write_episode_scalars(w, it, mean_ret, succ, ep_logs)
         w.add_scalar("Train/learning_rate", self.cfg.actor_learning_rate, it)
         w.add_scalar("Train/buffer_transitions", len(self.buffer), it)
         if self.cfg.name == "sac":
@@ -226,9 +236,6 @@ class OffPolicyTrainer:
         w.add_scalar("Perf/collect_time_s", dt - learn_s, it)
         w.add_scalar("Perf/learn_time_s", learn_s, it)
         w.add_scalar("Perf/updates_per_s", n_updates / learn_s if learn_s > 0 else 0.0, it)
-        keys = set().union(*[d.keys() for d in ep_logs]) if ep_logs else set()
-        for k in sorted(keys):
-            w.add_scalar(f"Episode/{k}", float(np.mean([float(d[k]) for d in ep_logs if k in d])), it)
 
     def inference_policy(self) -> torch.nn.Module:
         """The deterministic actor (normalizer + MLP; SAC: tanh of the mean) on the CPU, in eval mode."""
@@ -236,11 +243,7 @@ class OffPolicyTrainer:
 
     # -- checkpoints ------------------------------------------------------------------------------------------
     def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
-        a = self.agent
-        opts = {"actor": a.actor_opt, "critic": a.critic_opt}
-        if hasattr(a, "alpha_opt"):
-            opts["alpha"] = a.alpha_opt
-        return opts
+        return self.agent.optimizers()
 
     def state_dict(self) -> dict:
         rng = rng_state(self.env)

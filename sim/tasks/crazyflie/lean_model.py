@@ -13,15 +13,13 @@ geoms, cameras and light stay: rendering uses this model.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
 from pathlib import Path
 
 import mujoco
 import numpy as np
 
 from sim.backends.mujoco_batch import load_model
+from sim.scene_files import write_scene
 
 FLOOR, BOX = "floor", "collision"
 
@@ -61,12 +59,4 @@ def lean_model_path(xml_path: str | Path) -> Path:
     spec = mujoco.MjSpec.from_file(str(xml_path))
     if spec.geom(FLOOR) is None or spec.geom(BOX) is None or len(spec.pairs):  # not ours, or lean already
         return Path(xml_path)
-    xml = lean_spec(xml_path).to_xml()
-    tag = hashlib.sha256(xml.encode()).hexdigest()[:12]
-    path = Path(tempfile.gettempdir()) / "robot_rl_scenes" / f"{Path(xml_path).stem}_lean_{tag}.xml"
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(xml)
-        os.replace(tmp, path)
-    return path
+    return write_scene(lean_spec(xml_path).to_xml(), f"{Path(xml_path).stem}_lean")

@@ -29,15 +29,14 @@ The CBF teachers (safe_command, sensed_safe_command) and the scene geometry are 
 from __future__ import annotations
 
 import math
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from robot_conventions.options import FINITE, NONNEG, NONNEG_INT, POSITIVE, PROB, Choice, Range, option
 from sim.robots.goto_planner import CbfParams, MinJerkGoto, TrackingGains
+from sim.scene_files import write_scene
 from sim.scenes.clutter import ClutterConfig, Layout, build_mjcf, drone_names, gap_wall, sample_layouts, write_layout
 from sim.sensors.tof import SENSOR_LAYOUTS, RangeSensors, quat_wxyz_to_rotmat
 from sim.tasks.base import Controls, Task, TeamSpec
@@ -123,12 +122,7 @@ class CrazyflieSwarm(CbfTeacher, Task):
         }
         self.obs_layout = self._obs_layout()
         # BatchedEnv loads task.model_path from disk: write the generated MJCF once per configuration
-        xml = build_mjcf(self.scene)
-        path = Path(tempfile.gettempdir()) / "robot_rl_scenes" / f"crazyflie_swarm_{abs(hash(xml)) % 10**12}.xml"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists():
-            path.write_text(xml)
-        self.model_path = path
+        self.model_path = write_scene(build_mjcf(self.scene), "crazyflie_swarm")
 
     def _obs_layout(self) -> list[dict]:
         """Per-drone terms, repeated for each drone (drone-major); informational until the deploy runtime
