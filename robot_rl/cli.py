@@ -174,7 +174,8 @@ def _main(argv: list[str]) -> int:
 
         handler = getattr(commands, f"cmd_{command}", None)
         if handler is None:
-            raise UsageError(f"unknown command '{command}' (train, imitate, eval, play, export, sitl, dashboard, demo)")
+            known = "train, imitate, eval, collect, play, export, sitl, dashboard, demo"
+            raise UsageError(f"unknown command '{command}' ({known})")
         if command not in ("sitl", "imitate"):  # the others index their run into the store
             _check_store(os.environ.get("ROBOT_RL_STORE"), "ROBOT_RL_STORE")
         handler(args)

@@ -75,6 +75,18 @@ VERBS = {
         ),
         ("eval",),
     ),
+    "collect": Verb(
+        "collect run=DIR [episodes=N] [policy=trained|zero] [noise=STD] [out=PATH] [key=value ...]",
+        "Record the run's policy acting in its task (success-labelled episodes) as prior data for algo=td3/sac.",
+        (
+            ("run=DIR", "the run directory (required)"),
+            ("episodes=N", "episodes to record (default 64)"),
+            ("policy=trained|zero", "the run's policy (default), or zero actions"),
+            ("noise=STD", "Gaussian noise on the policy's actions (default 0)"),
+            ("checkpoint=FILE", "a checkpoint instead of the latest"),
+            ("out=PATH", "the dataset (default DIR/datasets/<policy>_<episodes>.npz and .json)"),
+        ),
+    ),
     "play": Verb(
         "play run=DIR [key=value ...]",
         "Render a browser-playable mp4 of the policy into DIR/videos.",

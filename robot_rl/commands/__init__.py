@@ -1,6 +1,7 @@
 """The work behind each robot-rl command, one module per verb. Each cmd_* takes the command's arguments
 (key=value); robot_rl.cli dispatches to them by name."""
 
+from robot_rl.commands.collect import cmd_collect, collect_run
 from robot_rl.commands.demo import cmd_demo
 from robot_rl.commands.evaluate import EVAL_POLICIES, cmd_eval, evaluate_run
 from robot_rl.commands.export import cmd_export, export_run
@@ -12,6 +13,8 @@ from robot_rl.commands.train import attach_guidance, cmd_train, guidance_name, r
 __all__ = [
     "EVAL_POLICIES",
     "attach_guidance",
+    "cmd_collect",
+    "collect_run",
     "cmd_demo",
     "cmd_eval",
     "cmd_export",

@@ -25,6 +25,7 @@ SHOWN = {
     "play": "play.seconds = 8.0",
     "export": "checkpoint=FILE",
     "sitl": "seconds=S",
+    "collect": "episodes=N",
 }
 
 
