@@ -1,4 +1,5 @@
-"""What both learners report of the episodes that ended: recent returns and success, and per-term episode logs."""
+"""What both learners report: recent returns and success of ended episodes, per-term episode logs, the
+iteration's scalars, when a checkpoint is due and the summary learn() returns."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import torch
 class EpisodeStats:
     """Returns of the last 200 ended episodes and success of the last 500 that ran out their time or crashed
     (success is defined at an episode's end, so a crash counts as a failure), plus the env's per-term episode
-    logs since the last take_logs()."""
+    logs of the current iteration."""
 
     def __init__(self, num_envs: int):
         self.ret_sum = torch.zeros(num_envs)
@@ -28,9 +29,9 @@ class EpisodeStats:
         self.success = (self.success + final["success"][timed_out | (final["crash"] > 0)].tolist())[-500:]
         self.logs.append(extras["episode"])
 
-    def take_logs(self) -> list[dict]:
-        logs, self.logs = self.logs, []
-        return logs
+    def start_iteration(self) -> None:
+        """The episode logs are the current iteration's."""
+        self.logs = []
 
     @property
     def mean_return(self) -> float:
@@ -41,9 +42,29 @@ class EpisodeStats:
         return float(np.mean(self.success)) if self.success else float("nan")
 
 
-def write_episode_scalars(writer, it: int, mean_return: float, success_rate: float, logs: list[dict]) -> None:
-    """Train/mean_reward, Train/success_rate and the mean of each Episode/<term> over the iteration's logs."""
+def write_iteration_scalars(writer, it: int, losses: dict, episodes: EpisodeStats) -> None:
+    """Loss/<name>, Train/mean_reward, Train/success_rate and the mean of each Episode/<term> over the
+    iteration's episode logs."""
+    for k, v in losses.items():
+        writer.add_scalar(f"Loss/{k}", v, it)
+    mean_return, success_rate, logs = episodes.mean_return, episodes.success_rate, episodes.logs
     writer.add_scalar("Train/mean_reward", mean_return, it)
     writer.add_scalar("Train/success_rate", success_rate, it)
     for k in sorted(set().union(*[d.keys() for d in logs]) if logs else ()):
         writer.add_scalar(f"Episode/{k}", float(np.mean([float(d[k]) for d in logs if k in d])), it)
+
+
+def checkpoint_due(iteration: int, save_every: int, iterations: int) -> bool:
+    """Every save_every iterations, and at the last one."""
+    return iteration % save_every == 0 or iteration == iterations
+
+
+def learn_result(iteration: int, total_steps: int, train_time_s: float, episodes: EpisodeStats) -> dict:
+    """What learn() returns (the train command records it in meta.json)."""
+    return {
+        "iterations": iteration,
+        "total_steps": total_steps,
+        "train_time_s": train_time_s,
+        "mean_return": episodes.mean_return,
+        "train_success": episodes.success_rate,
+    }

@@ -30,7 +30,7 @@ from robot_rl.training.checkpoint import (
     save_atomic,
     task_record,
 )
-from robot_rl.training.episode_stats import EpisodeStats, write_episode_scalars
+from robot_rl.training.episode_stats import EpisodeStats, checkpoint_due, learn_result, write_iteration_scalars
 from sim.tasks.base import Task
 
 
@@ -239,6 +239,7 @@ class PPOTrainer:
         for it in bar:
             t0 = time.perf_counter()
             env.task.on_iteration(it)
+            episodes.start_iteration()
             with torch.inference_mode():
                 for _ in range(steps_per_iter):
                     actions = alg.act(obs)
@@ -263,22 +264,14 @@ class PPOTrainer:
                 ret=f"{mean_ret:.1f}", success=f"{succ:.2f}", sps=f"{steps_per_iter * self.worlds / dt:.0f}"
             )
             if self.writer is not None:
-                self._log(it, losses, episodes.take_logs(), mean_ret, succ, collect, dt)
-            if self.run_dir is not None and (self.iteration % save_every == 0 or self.iteration == iterations):
+                self._log(it, losses, episodes, collect, dt)
+            if self.run_dir is not None and checkpoint_due(self.iteration, save_every, iterations):
                 self.save(self.run_dir / "checkpoints" / f"model_{self.iteration}.pt")
-        return {
-            "iterations": self.iteration,
-            "total_steps": self.total_steps,
-            "train_time_s": self.train_time_s,
-            "mean_return": episodes.mean_return,
-            "train_success": episodes.success_rate,
-        }
+        return learn_result(self.iteration, self.total_steps, self.train_time_s, episodes)
 
-    def _log(self, it, losses, ep_logs, mean_ret, succ, collect, dt) -> None:
+    def _log(self, it, losses, episodes, collect, dt) -> None:
         w = self.writer
-        for k, v in losses.items():
-            w.add_scalar(f"Loss/{k}", v, it)
-        write_episode_scalars(w, it, mean_ret, succ, ep_logs)
+        write_iteration_scalars(w, it, losses, episodes)
         w.add_scalar("Train/learning_rate", self.alg.learning_rate, it)
         w.add_scalar("Perf/steps_per_s", self.cfg["num_steps_per_env"] * self.worlds / dt, it)
         w.add_scalar("Perf/collect_time_s", collect, it)

@@ -36,7 +36,7 @@ from robot_rl.training.checkpoint import (
     save_atomic,
     task_record,
 )
-from robot_rl.training.episode_stats import EpisodeStats, write_episode_scalars
+from robot_rl.training.episode_stats import EpisodeStats, checkpoint_due, learn_result, write_iteration_scalars
 from robot_rl.training.off_policy.agents import Agent, make_agent
 from robot_rl.training.off_policy.config import OffPolicyConfig
 from robot_rl.training.off_policy.prior_data import load_prior
@@ -184,6 +184,7 @@ class OffPolicyTrainer:
         for it in bar:
             t0 = time.perf_counter()
             env.task.on_iteration(it)
+            episodes.start_iteration()
             losses: dict[str, list[torch.Tensor]] = {}
             learn_s, n_updates = 0.0, 0
             for _ in range(cfg.steps_per_iteration):
@@ -212,22 +213,14 @@ class OffPolicyTrainer:
             bar.set_postfix(ret=f"{mean_ret:.1f}", success=f"{succ:.2f}", sps=f"{steps / dt:.0f}")
             if self.writer is not None:
                 mean = {k: float(torch.stack(v).mean()) for k, v in losses.items()}  # once per iteration
-                self._log(it, mean, episodes.take_logs(), mean_ret, succ, dt, learn_s, n_updates)
-            if self.run_dir is not None and (self.iteration % save_every == 0 or self.iteration == iterations):
+                self._log(it, mean, episodes, dt, learn_s, n_updates)
+            if self.run_dir is not None and checkpoint_due(self.iteration, save_every, iterations):
                 self.save(self.run_dir / "checkpoints" / f"model_{self.iteration}.pt")
-        return {
-            "iterations": self.iteration,
-            "total_steps": self.total_steps,
-            "train_time_s": self.train_time_s,
-            "mean_return": episodes.mean_return,
-            "train_success": episodes.success_rate,
-        }
+        return learn_result(self.iteration, self.total_steps, self.train_time_s, episodes)
 
-    def _log(self, it, losses, ep_logs, mean_ret, succ, dt, learn_s, n_updates) -> None:
+    def _log(self, it, losses, episodes, dt, learn_s, n_updates) -> None:
         w = self.writer
-        for k, v in losses.items():
-            w.add_scalar(f"Loss/{k}", v, it)
-        write_episode_scalars(w, it, mean_ret, succ, ep_logs)
+        write_iteration_scalars(w, it, losses, episodes)
         w.add_scalar("Train/learning_rate", self.cfg.actor_learning_rate, it)
         w.add_scalar("Train/buffer_transitions", len(self.buffer), it)
         if self.cfg.name == "sac":
