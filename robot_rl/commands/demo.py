@@ -6,15 +6,14 @@ import json
 import time
 from pathlib import Path
 
+from robot_rl.commands.common import index_run
 from robot_rl.commands.evaluate import evaluate_run
 from robot_rl.commands.export import export_run
 from robot_rl.commands.play import play_run
 from robot_rl.commands.train import train_one
 from robot_rl.config import load_config
 from robot_rl.sitl_flight import fly_sitl
-from robot_rl.training.run_dir import (
-    read_meta,
-)
+from robot_rl.training.run_dir import read_meta
 
 
 def cmd_demo(args: list[str]) -> Path:
@@ -25,6 +24,7 @@ def cmd_demo(args: list[str]) -> Path:
     export_run(run_dir)
     play_run(run_dir)
     sitl = fly_sitl(run_dir / "bundle", out=run_dir / "eval" / "sitl.json")
+    index_run(Path(cfg.runs_root), run_dir)  # the SITL flight's column on the leaderboard
     meta = read_meta(run_dir)
     print(
         json.dumps(
