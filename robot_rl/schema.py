@@ -55,13 +55,20 @@ class TrainConfig:
 
 
 @dataclass
-class EvalConfig:
-    episodes: int = option(1024, POS_INT)
-    seed: int = option(12345, SEED)
+class Conditions:
+    """What episodes run under: the task group's are training's, eval's are the evaluation's."""
+
     randomization: str = option("train", RANDOMIZATION)
     obs_noise: bool = True
     action_latency: bool = True
-    pushes: bool = False
+    pushes: bool = True
+
+
+@dataclass
+class EvalConfig(Conditions):
+    episodes: int = option(1024, POS_INT)
+    seed: int = option(12345, SEED)
+    pushes: bool = False  # the standard evaluation pushes nobody (eval.pushes=true: a stress evaluation)
 
 
 @dataclass
@@ -80,17 +87,13 @@ class BackendConfig:
 
 
 @dataclass
-class TaskGroupConfig:
+class TaskGroupConfig(Conditions):
     """What every task group has; `params` is the task dataclass's own options (task_group_schema)."""
 
     name: str = MISSING
     action_mode: str = MISSING
     num_worlds: int = option(1024, Range(1, 1 << 20, integer=True))
     episode_length_s: float = option(8.0, POSITIVE)
-    randomization: str = option("train", RANDOMIZATION)
-    obs_noise: bool = True
-    action_latency: bool = True
-    pushes: bool = True
 
 
 @dataclass
