@@ -10,6 +10,7 @@ temperature alpha toward target_entropy. Observations arrive normalized (the tra
 from __future__ import annotations
 
 import copy
+from abc import ABC, abstractmethod
 
 import torch
 from torch import nn
@@ -24,7 +25,7 @@ def polyak(target: nn.Module, online: nn.Module, tau: float) -> None:
             t.lerp_(p, tau)
 
 
-class Agent(nn.Module):
+class Agent(nn.Module, ABC):
     """Networks, target networks and optimizers of one learner; update(batch) -> losses (tensors)."""
 
     def __init__(self, cfg: OffPolicyConfig, obs_dim: int, critic_obs_dim: int, act_dim: int):
@@ -42,23 +43,25 @@ class Agent(nn.Module):
         )
         self.updates = 0  # critic updates done (the policy delay counts them)
 
+    @abstractmethod
     def _make_actor(self, obs_dim: int, act_dim: int) -> Actor:
-        raise NotImplementedError
+        """The actor network of this learner."""
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         """Every optimizer by the name its state has in a checkpoint."""
         return {"actor": self.actor_opt, "critic": self.critic_opt}
 
+    @abstractmethod
     def explore(self, x: torch.Tensor) -> torch.Tensor:
         """Normalized policy observations -> the actions to collect with."""
-        raise NotImplementedError
 
+    @abstractmethod
     def next_action(self, x_next: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The target's action at s' and the entropy term subtracted from its Q (0 for TD3)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def actor_loss(self, x: torch.Tensor, xc: torch.Tensor) -> dict[str, torch.Tensor]:
-        raise NotImplementedError
+        """The actor's (and SAC's temperature's) losses on a batch."""
 
     def update(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One critic update (and every policy_delay-th an actor and target update) on a normalized batch:

@@ -7,23 +7,12 @@ import pytest
 from robot_rl import commands
 from robot_rl.training.checkpoint import load_checkpoint
 
-FAST = [
-    "task.num_worlds=16",
-    "train.iterations=2",
-    "algo.steps_per_iteration=8",
-    "algo.batch_size=128",
-    "algo.learning_starts=64",
-    "algo.buffer_size=4096",
-    "algo.actor_hidden_dims=[32,32]",
-    "algo.critic_hidden_dims=[32,32]",
-    "eval.episodes=16",
-    "train.progress=false",
-]
-
 
 @pytest.mark.parametrize("algo", ["td3", "sac"])
-def test_train_eval_export_end_to_end(tmp_path, capsys, algo):
-    (run,) = commands.cmd_train([f"runs_root={tmp_path}", f"algo={algo}", "run_name=r", "seed=2", *FAST])
+def test_train_eval_export_end_to_end(tmp_path, capsys, algo, fast_overrides):
+    (run,) = commands.cmd_train(
+        [f"runs_root={tmp_path}", f"algo={algo}", "run_name=r", "seed=2", *fast_overrides, "eval.episodes=16"]
+    )
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "finished" and meta["algo"] == algo
     assert meta["total_steps"] == 2 * 8 * 16
@@ -43,8 +32,10 @@ def test_train_eval_export_end_to_end(tmp_path, capsys, algo):
         assert onnx_eval["metrics"][k] == pytest.approx(torch_eval["metrics"][k], abs=1 / 16), k
 
 
-def test_resume_continues_the_off_policy_run(tmp_path, capsys):
-    (run,) = commands.cmd_train([f"runs_root={tmp_path}", "algo=td3", "run_name=r", *FAST])
+def test_resume_continues_the_off_policy_run(tmp_path, capsys, fast_overrides):
+    (run,) = commands.cmd_train(
+        [f"runs_root={tmp_path}", "algo=td3", "run_name=r", *fast_overrides, "eval.episodes=16"]
+    )
     capsys.readouterr()
     commands.cmd_train([f"runs_root={tmp_path}", f"resume={run}", "train.iterations=3", "resume_finished=true"])
     out = capsys.readouterr().out

@@ -13,19 +13,6 @@ from robot_rl.envs import make_env
 from robot_rl.training.off_policy.prior_data import DatasetError, load_prior
 from robot_rl.training.off_policy.trainer import OffPolicyTrainer
 
-FAST_TD3 = [
-    "algo=td3",
-    "task.num_worlds=16",
-    "train.iterations=2",
-    "algo.steps_per_iteration=8",
-    "algo.batch_size=128",
-    "algo.learning_starts=64",
-    "algo.buffer_size=4096",
-    "algo.actor_hidden_dims=[32,32]",
-    "algo.critic_hidden_dims=[32,32]",
-    "train.progress=false",
-]
-
 
 @pytest.fixture(scope="module")
 def dataset(tiny_run, tmp_path_factory):
@@ -57,14 +44,16 @@ def test_collect_records_labelled_episodes_with_true_next_observations(dataset):
     assert (changes == done).all()
 
 
-def test_prior_data_fills_its_share_of_every_batch(dataset, tmp_path):
+def test_prior_data_fills_its_share_of_every_batch(dataset, tmp_path, fast_overrides):
     path, meta = dataset
     with np.load(path, allow_pickle=False) as f:
         marked = {k: f[k] for k in f.files}
     marked["rewards"] = np.full_like(marked["rewards"], 1000.0)  # prior transitions are recognisable
     marked_path = tmp_path / "marked.npz"
     np.savez(marked_path, **marked)
-    cfg = load_config([*FAST_TD3, "algo.n_step=1", f"algo.prior_data={marked_path}", "algo.prior_ratio=0.25"])
+    cfg = load_config(
+        ["algo=td3", *fast_overrides, "algo.n_step=1", f"algo.prior_data={marked_path}", "algo.prior_ratio=0.25"]
+    )
     env = make_env(cfg, final_observation=True)
     from omegaconf import OmegaConf
 
@@ -75,9 +64,11 @@ def test_prior_data_fills_its_share_of_every_batch(dataset, tmp_path):
     assert int((batch["returns"] == 1000.0).sum()) == 32  # 0.25 of 128, online rewards are far from 1000
 
 
-def test_a_run_with_prior_data_trains_and_refuses_data_that_does_not_fit(dataset, tmp_path, capsys):
+def test_a_run_with_prior_data_trains_and_refuses_data_that_does_not_fit(dataset, tmp_path, capsys, fast_overrides):
     path, _ = dataset
-    (run,) = commands.cmd_train([f"runs_root={tmp_path}", "run_name=rlpd", f"algo.prior_data={path}", *FAST_TD3])
+    (run,) = commands.cmd_train(
+        [f"runs_root={tmp_path}", "run_name=rlpd", f"algo.prior_data={path}", "algo=td3", *fast_overrides]
+    )
     assert "prior data: " in capsys.readouterr().out
     assert json.loads((run / "meta.json").read_text())["status"] == "finished"
     with pytest.raises(DatasetError, match=r"obs is \(\d+, 20, 25\), this run needs \(\d+, 20, 30\)"):
