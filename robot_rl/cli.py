@@ -22,7 +22,8 @@ commands:
                              policy=zero: zero actions, i.e. the plan alone for a guidance=plan run;
                              policy=corrected_plan: the same with the options its training corrected)
   play run=DIR               render a browser-playable mp4 into DIR/videos
-  export run=DIR             write DIR/bundle/policy.onnx + policy.yaml
+  export run=DIR             write DIR/bundle/policy.onnx + policy.yaml (format=leapp: also DIR/leapp/)
+  import PATH                a LEAPP pipeline or an mjlab ONNX export -> one of our bundles
   sitl bundle=DIR            fly a bundle in software-in-the-loop (ROS 2 nodes over DDS when available)
   deploy check BUNDLE        dry run against live ROS 2 topics: what would block arming
   dashboard [--port N]       serve the evaluation dashboard on 127.0.0.1
@@ -102,13 +103,14 @@ def _deploy_check(args: list[str]) -> int:
 def _user_errors() -> tuple[type[BaseException], ...]:
     from robot_rl.config import ConfigError
     from robot_rl.deploy.bundle import BundleError
+    from robot_rl.interop.errors import InteropError
     from robot_rl.store import StoreError
     from robot_rl.training.checkpoint import CheckpointError
     from sim.backends.mujoco_batch import ModelError
 
     # OSError: a path the user named cannot be read or written (missing, a directory, no permission);
     # UnicodeDecodeError: a file the user named is binary where text (YAML, JSON) belongs
-    errors = (UsageError, ConfigError, BundleError, CheckpointError, ModelError, StoreError, OSError)
+    errors = (UsageError, ConfigError, BundleError, InteropError, CheckpointError, ModelError, StoreError, OSError)
     errors += (UnicodeDecodeError,)
     try:  # the guidance extra is optional
         from robot_rl.guidance.model_client import ModelError as ModelServerError
@@ -174,9 +176,9 @@ def _main(argv: list[str]) -> int:
 
         handler = getattr(commands, f"cmd_{command}", None)
         if handler is None:
-            known = "train, imitate, eval, collect, play, export, sitl, dashboard, demo"
+            known = "train, imitate, eval, collect, play, export, import, sitl, dashboard, demo"
             raise UsageError(f"unknown command '{command}' ({known})")
-        if command not in ("sitl", "imitate"):  # the others index their run into the store
+        if command not in ("sitl", "imitate", "import"):  # the others index their run into the store
             _check_store(os.environ.get("ROBOT_RL_STORE"), "ROBOT_RL_STORE")
         handler(args)
         return 0

@@ -94,9 +94,24 @@ VERBS = {
         ("play",),
     ),
     "export": Verb(
-        "export run=DIR [checkpoint=FILE]",
+        "export run=DIR [checkpoint=FILE] [format=bundle|leapp]",
         "Write DIR/bundle: policy.onnx and policy.yaml, what the deploy runtime and the ROS nodes load.",
-        (("run=DIR", "the run directory (required)"), ("checkpoint=FILE", "a checkpoint instead of the latest")),
+        (
+            ("run=DIR", "the run directory (required)"),
+            ("checkpoint=FILE", "a checkpoint instead of the latest"),
+            ("format=bundle|leapp", "leapp: also DIR/leapp/<task>/, a LEAPP pipeline (Isaac Lab 3.0's deploy input)"),
+        ),
+    ),
+    "import": Verb(
+        "import PATH [robot=go1_like] [out=DIR] [rate_hz=HZ]",
+        "A LEAPP pipeline (.yaml or its directory) or an mjlab ONNX export -> one of our bundles, mapped by joint "
+        "and sensor names; anything that cannot be mapped is refused, each item named.",
+        (
+            ("PATH", "the pipeline YAML, its directory, or the .onnx file (required)"),
+            ("robot=go1_like", "the robot to map onto (today: go1_like)"),
+            ("out=DIR", "the bundle directory (default: <PATH without suffix>_bundle beside it)"),
+            ("rate_hz=HZ", "the control rate, where the source does not state it (mjlab ONNX)"),
+        ),
     ),
     "sitl": Verb(
         "sitl bundle=DIR [seconds=S] [ros=true|false] [out=FILE]",

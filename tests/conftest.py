@@ -66,3 +66,46 @@ def trained_arm_bundle(tmp_path_factory) -> Path:
 def trained_quadruped_bundle(tmp_path_factory) -> Path:
     """The committed flat-ground quadruped policy (tests/data/quadruped_velocity_ppo)."""
     return _export_committed("quadruped_velocity_ppo", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def quadruped_leapp_run(tmp_path_factory) -> Path:
+    """A run directory holding the committed quadruped checkpoint, exported by `robot-rl export format=leapp`:
+    run/bundle (ours) and run/leapp/quadruped_velocity/ (the LEAPP pipeline leapp traced and validated)."""
+    import shutil
+
+    from robot_rl import commands
+
+    data = Path(__file__).parent / "data" / "quadruped_velocity_ppo"
+    run = tmp_path_factory.mktemp("leapp") / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    shutil.copy(data / "config.yaml", run / "config.yaml")
+    shutil.copy(data / "model.pt", run / "checkpoints" / "model_300.pt")
+    (run / "config.yaml").write_text(
+        (run / "config.yaml").read_text().replace("runs_root: runs", f"runs_root: {run.parent}")
+    )
+    commands.cmd_export([f"run={run}", "format=leapp"])
+    return run
+
+
+@pytest.fixture(scope="session")
+def quadruped_raw_states(quadruped_leapp_run) -> list[dict]:
+    """300 control steps of one quadruped world driven by its bundle (commands resampled, pushes and noise as in
+    training): the raw state a robot measures at each step, without the inputs the runtime keeps itself."""
+    import numpy as np
+    import torch
+    from omegaconf import OmegaConf
+
+    from robot_rl.deploy import PolicyRuntime
+    from robot_rl.envs import make_env
+
+    env = make_env(OmegaConf.load(quadruped_leapp_run / "config.yaml"), num_worlds=1, seed=11)
+    env.reset()
+    runtime = PolicyRuntime(quadruped_leapp_run / "bundle")
+    states = []
+    for _ in range(300):
+        raw = {k: v.numpy()[0].copy() for k, v in env.task.last_raw.items()}
+        states.append({k: v for k, v in raw.items() if k not in ("last_action", "default_joint_position")})
+        runtime.act(states[-1])
+        env.step(torch.from_numpy(runtime.last_action[None].astype(np.float32)))
+    return states

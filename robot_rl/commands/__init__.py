@@ -6,6 +6,7 @@ from robot_rl.commands.demo import cmd_demo
 from robot_rl.commands.evaluate import EVAL_POLICIES, cmd_eval, evaluate_run
 from robot_rl.commands.export import cmd_export, export_run
 from robot_rl.commands.imitate import cmd_imitate, imitate_one
+from robot_rl.commands.import_policy import cmd_import
 from robot_rl.commands.play import cmd_play, play_run
 from robot_rl.commands.sitl import cmd_sitl
 from robot_rl.commands.train import attach_guidance, cmd_train, guidance_name, reward_name, train_one
@@ -19,6 +20,7 @@ __all__ = [
     "cmd_eval",
     "cmd_export",
     "cmd_imitate",
+    "cmd_import",
     "cmd_play",
     "cmd_sitl",
     "cmd_train",

@@ -14,17 +14,22 @@ from robot_rl.training.run_dir import (
     read_meta,
 )
 
+FORMATS = ("bundle", "leapp")
+
 
 def cmd_export(args: list[str]) -> Path:
-    opts, overrides = split_options(args, ("run", "checkpoint"))
+    opts, overrides = split_options(args, ("run", "checkpoint", "format"))
     if "run" not in opts:
         raise ConfigError("export needs run=<run directory>")
     if overrides:  # the bundle is the trained policy as it is: nothing to override
-        raise ConfigError(f"export takes run= and checkpoint=, not {overrides[0].split('=')[0]}=")
-    return export_run(Path(opts["run"]), opts.get("checkpoint"))
+        raise ConfigError(f"export takes run=, checkpoint= and format=, not {overrides[0].split('=')[0]}=")
+    fmt = opts.get("format", "bundle")
+    if fmt not in FORMATS:
+        raise ConfigError(f"format={fmt}: one of {', '.join(FORMATS)}")
+    return export_run(Path(opts["run"]), opts.get("checkpoint"), leapp=fmt == "leapp")
 
 
-def export_run(run_dir: Path, checkpoint: str | None = None) -> Path:
+def export_run(run_dir: Path, checkpoint: str | None = None, leapp: bool = False) -> Path:
     from robot_rl.deploy import load_bundle
     from robot_rl.export.bundle_export import export_bundle
 
@@ -49,5 +54,24 @@ def export_run(run_dir: Path, checkpoint: str | None = None) -> Path:
         f"exported {bundle.path}/policy.onnx + policy.yaml ({bundle.obs_dim} obs -> {bundle.action_dim} "
         f"{bundle.action.mode} actions at {bundle.control_rate_hz:.0f} Hz)"
     )
+    if leapp:
+        pipeline = export_leapp_pipeline(actor, env, run_dir / "leapp")
+        print(f"exported {pipeline} (LEAPP pipeline, validated by leapp against the traced policy)")
     index_run(Path(cfg.runs_root), run_dir)
     return bundle.path
+
+
+def export_leapp_pipeline(actor, env, out_dir: Path) -> Path:
+    """Trace the policy with leapp on the task's first reset state (any valid state does: the trace records ops)."""
+    try:
+        import leapp  # noqa: F401  (an optional extra)
+    except ImportError as e:
+        raise ConfigError(f"format=leapp needs the leapp package (pip install 'robot-rl[interop]'): {e}") from None
+    from robot_rl.export.leapp_export import export_leapp
+
+    env.reset()
+    raw = {k: v[:1].numpy() for k, v in env.task.last_raw.items()}
+    try:
+        return export_leapp(actor, env.task, raw, out_dir)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None

@@ -28,6 +28,27 @@ class BundleError(ValueError):
     """A policy bundle that cannot be used; the message says why in one line."""
 
 
+@dataclass(frozen=True)
+class RecurrentState:
+    """A value the network reads as an extra input and writes back as an extra output each step (a recurrent
+    policy's hidden state, an imported pipeline's feedback): the runtime keeps it between steps."""
+
+    input: str
+    output: str
+    initial: tuple[float, ...]
+
+    @property
+    def dim(self) -> int:
+        return len(self.initial)
+
+    @staticmethod
+    def from_dict(d: dict) -> RecurrentState:
+        return RecurrentState(str(d["input"]), str(d["output"]), tuple(float(x) for x in d["initial"]))
+
+    def to_dict(self) -> dict:
+        return {"input": self.input, "output": self.output, "initial": list(self.initial)}
+
+
 @dataclass
 class ActionSpec:
     mode: str
@@ -67,6 +88,7 @@ class PolicyBundle:
     normalizer: dict = field(default_factory=dict)
     source: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
+    state: list[RecurrentState] = field(default_factory=list)  # empty for a memoryless policy
 
     @property
     def obs_dim(self) -> int:
@@ -92,11 +114,17 @@ class PolicyBundle:
                 "integrators": [i.to_dict() for i in self.integrators],
             },
             "action": self.action.to_dict(),
-            "onnx": {"file": self.onnx_file, "sha256": self.onnx_sha256, "input": "obs", "output": "actions"},
+            "onnx": self._onnx_dict(),
             "normalizer": self.normalizer,
             "source": self.source,
             "extra": self.extra,
         }
+
+    def _onnx_dict(self) -> dict:
+        d = {"file": self.onnx_file, "sha256": self.onnx_sha256, "input": "obs", "output": "actions"}
+        if self.state:  # only stateful bundles carry the key: every other bundle's YAML stays as it was
+            d["state"] = [s.to_dict() for s in self.state]
+        return d
 
 
 def sha256_file(path: Path) -> str:
@@ -177,6 +205,7 @@ def load_bundle(path: str | Path, check_onnx: bool = True) -> PolicyBundle:
             normalizer=doc.get("normalizer") or {},
             source=doc.get("source") or {},
             extra=doc.get("extra") or {},
+            state=[RecurrentState.from_dict(x) for x in onnx.get("state") or []],
         )
     except BundleError:
         raise
@@ -289,6 +318,22 @@ def _check_onnx_io(bundle: PolicyBundle) -> None:
         raise BundleError(f"ONNX input size {n_in} does not match observation layout size {bundle.obs_dim}")
     if n_out != bundle.action_dim:
         raise BundleError(f"ONNX output size {n_out} does not match {bundle.action_dim} actions")
+    check_state_io(bundle, session)
+
+
+def check_state_io(bundle: PolicyBundle, session) -> None:
+    """Every recurrent state the bundle names is an input and an output of the network, of its size."""
+    inputs = {i.name: i.shape[-1] for i in session.get_inputs()[1:]}
+    outputs = {o.name: o.shape[-1] for o in session.get_outputs()[1:]}
+    for s in bundle.state:
+        if inputs.get(s.input) != s.dim or outputs.get(s.output) != s.dim:
+            raise BundleError(
+                f"state '{s.input}' -> '{s.output}' ({s.dim} values) is not an input and output of "
+                f"{bundle.onnx_path.name} of that size"
+            )
+    extra = sorted(set(inputs) - {s.input for s in bundle.state})
+    if extra:
+        raise BundleError(f"{bundle.onnx_path.name} has inputs policy.yaml does not feed: {', '.join(extra)}")
 
 
 def _check_arm(bundle: PolicyBundle, yaml_path: Path) -> None:

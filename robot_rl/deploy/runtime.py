@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl.deploy.arm_ik import ARM_ACTION_MODES, ArmController
-from robot_rl.deploy.bundle import BundleError, PolicyBundle, load_bundle
+from robot_rl.deploy.bundle import BundleError, PolicyBundle, check_state_io, load_bundle
 from robot_rl.deploy.observation import build_observation
 
 
@@ -40,6 +40,9 @@ class PolicyRuntime:
         inp = self.session.get_inputs()[0]
         out = self.session.get_outputs()[0]
         self._input_name = inp.name
+        self._output_names = [out.name] + [s.output for s in self.bundle.state]
+        check_state_io(self.bundle, self.session)
+        self.state = self._initial_state()
         if inp.shape[-1] != self.bundle.obs_dim:
             raise BundleError(
                 f"ONNX input size {inp.shape[-1]} does not match observation layout size {self.bundle.obs_dim}"
@@ -68,9 +71,13 @@ class PolicyRuntime:
             except ValueError as e:
                 raise BundleError(str(e)) from None
 
+    def _initial_state(self) -> dict[str, np.ndarray]:
+        return {s.input: np.asarray(s.initial, dtype=np.float32)[None] for s in self.bundle.state}
+
     def reset(self) -> None:
-        """Call when an episode (a flight) starts: clears the last action and the integrators; an arm
-        re-anchors its joint targets (and held TCP orientation) on the next measured joints."""
+        """Call when an episode (a flight) starts: clears the last action, the integrators and any recurrent
+        state; an arm re-anchors its joint targets (and held TCP orientation) on the next measured joints."""
+        self.state = self._initial_state()
         self.last_action = np.zeros(self.bundle.action_dim, dtype=np.float64)
         self.last_command = self.bundle.action.to_raw(self.last_action)
         self.integrals = {i.name: np.zeros(i.dim) for i in self.bundle.integrators}
@@ -93,11 +100,18 @@ class PolicyRuntime:
         return build_observation(self.bundle.observation, raw)
 
     def policy(self, obs: np.ndarray) -> np.ndarray:
-        """Raw network output for a (batch, obs_dim) or (obs_dim,) float32 observation."""
+        """Raw network output for a (batch, obs_dim) or (obs_dim,) float32 observation. A bundle with recurrent
+        state runs one robot, one step a call: its state advances with each call (reset() restarts it)."""
         x = np.asarray(obs, dtype=np.float32)
         single = x.ndim == 1
-        y = self.session.run(None, {self._input_name: x[None] if single else x})[0]
-        return y[0] if single else y
+        if not self.bundle.state:
+            y = self.session.run(None, {self._input_name: x[None] if single else x})[0]
+            return y[0] if single else y
+        if not (single or x.shape[0] == 1):
+            raise ValueError(f"this bundle keeps recurrent state for one robot: one observation a call, not {len(x)}")
+        outs = self.session.run(self._output_names, {self._input_name: x.reshape(1, -1), **self.state})
+        self.state = {s.input: v for s, v in zip(self.bundle.state, outs[1:], strict=True)}
+        return outs[0][0] if single else outs[0]
 
     def act(self, raw: dict[str, np.ndarray]) -> np.ndarray:
         """One control step: returns what the robot's controller takes, in robot units.

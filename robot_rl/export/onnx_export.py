@@ -20,6 +20,11 @@ class _ExportedActor(torch.nn.Module):
         return self.mlp(self.normalizer(obs))
 
 
+def deterministic_actor(actor) -> torch.nn.Module:
+    """A CPU copy of an rsl_rl actor's normalizer + MLP in eval mode (the mean action)."""
+    return _ExportedActor(actor)
+
+
 def export_onnx(actor, obs_dim: int, path: Path) -> None:
     """An rsl_rl actor (normalizer + MLP) as ONNX."""
     export_module_onnx(_ExportedActor(actor), obs_dim, path)

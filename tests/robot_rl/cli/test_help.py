@@ -23,7 +23,8 @@ SHOWN = {
     "imitate": "imitation.rounds = 8",
     "eval": "eval.episodes = 1024",
     "play": "play.seconds = 8.0",
-    "export": "checkpoint=FILE",
+    "export": "format=bundle|leapp",
+    "import": "rate_hz=HZ",
     "sitl": "seconds=S",
     "collect": "episodes=N",
 }
