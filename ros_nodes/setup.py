@@ -22,6 +22,7 @@ EXECUTABLES = {
 ROBOT_RL_FUNCTIONS = {
     "sitl_fly": "sitl:fly",
     "sitl_fly_swarm": "sitl:fly_swarm",
+    "sitl_fly_recorded": "sitl:fly_recorded",
     "deploy_check": "deploy_check:main",
     "deploy_check_args": "deploy_check:parse_args",
 }

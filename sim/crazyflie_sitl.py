@@ -6,19 +6,36 @@ control period per call with a setpoint as cflib's send_setpoint takes it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import torch
 
 from sim.env import sitl_env
 from sim.tasks.crazyflie import REST_Z, CrazyflieHover
+from sim.tasks.crazyflie.physical import CrazyflieParams, write_params
 
 
 class CrazyflieSitl:
-    def __init__(self, seed: int = 0, randomize: bool = False, goal=(0.0, 0.0, 1.0)):
-        self.env = sitl_env(CrazyflieHover(goal=tuple(goal)), seed, randomize)
+    """physical: parameters that differ from the model's (sim.tasks.crazyflie.physical), e.g. a "real" robot
+    whose mass and motors the log must reveal; they hold for the whole flight (no randomization on top)."""
+
+    def __init__(
+        self,
+        seed: int = 0,
+        randomize: bool = False,
+        goal=(0.0, 0.0, 1.0),
+        physical: Mapping[str, float] | None = None,
+    ):
+        if physical and randomize:
+            raise ValueError("SITL takes either fixed physical parameters or randomization, not both")
+        self.env = sitl_env(CrazyflieHover(goal=tuple(goal)), seed, randomize, action_latency=bool(physical) or None)
         self.task = self.env.task
         self.dt = self.task.control_dt
         self.time = 0.0
+        if physical:
+            values = {k: v for k, v in CrazyflieParams.from_mapping(physical).as_dict().items() if k in physical}
+            write_params(self.task, torch.tensor([0]), values)
 
     def reset(self, position=(0.0, 0.0, REST_Z)) -> None:
         """Place the drone at rest (level, still) at position; motors idle."""

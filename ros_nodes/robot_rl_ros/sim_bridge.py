@@ -8,6 +8,7 @@ wall clock or lock-step on simulated time, publishing /clock for nodes with use_
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import deque
 
@@ -37,14 +38,23 @@ PARAMS = {
     "position_noise_m": 0.0,
     "velocity_noise_mps": 0.0,
     "frame_id": "world",
+    # A "real" robot for sim-to-real tests: physical parameters that differ from the model's, as JSON
+    # (e.g. '{"mass_kg": 0.031, "motor_tau_s": 0.08}', names in sim.tasks.crazyflie.physical); '' : none.
+    "physical_params": "",
 }
 
 
-def make_sim(seed: int, randomize: bool):
+def make_sim(seed: int, randomize: bool, physical_params: str = ""):
     """The simulator is imported here only: the sim bridge is the one node allowed to use `sim`."""
     from sim.crazyflie_sitl import CrazyflieSitl
 
-    return CrazyflieSitl(seed=seed, randomize=randomize)
+    try:
+        physical = json.loads(physical_params) if physical_params.strip() else None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"physical_params is not JSON: {e}") from None
+    if physical is not None and not isinstance(physical, dict):
+        raise ValueError("physical_params must be a JSON object of parameter: value")
+    return CrazyflieSitl(seed=seed, randomize=randomize, physical=physical)
 
 
 def rest_height() -> float:
@@ -59,7 +69,7 @@ class SimBridge(SimBridgeBase):
         super().__init__("sim_bridge", **kwargs)
         p = declare(self, PARAMS)
         self.p = p
-        self.sim = sim if sim is not None else make_sim(p["seed"], p["randomize"])
+        self.sim = sim if sim is not None else make_sim(p["seed"], p["randomize"], p["physical_params"])
         x, y, z = p["initial_position"]
         self.sim.reset(position=(x, y, z if z >= 0 else rest_height()))
         self.rng = np.random.default_rng(p["seed"])

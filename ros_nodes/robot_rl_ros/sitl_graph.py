@@ -31,6 +31,8 @@ def _ros_arg(v) -> str:
         return "[" + ",".join(f"'{x}'" for x in v) + "]"
     if isinstance(v, (list, tuple, np.ndarray)):
         return "[" + ",".join(_ros_arg(float(x)) for x in v) + "]"
+    if isinstance(v, str) and any(c in v for c in "{}[]:,'\"#"):
+        return "'" + v.replace("'", "''") + "'"  # a YAML single-quoted string: JSON or flow syntax stays text
     return str(v)
 
 

@@ -227,3 +227,79 @@ def walk(
         "distance_m": float(np.linalg.norm(x[-1, :2] - x[0, :2])),
         "settled_max_command_gap_s": _command_gap(obs, t[0] + settle_s),
     }
+
+
+# Goal steps that excite thrust, attitude and yaw-free translation, held 2 s each (relative to the first goal).
+EXCITATION_GOALS = [(0.0, 0.0, 1.0), (0.5, 0.0, 1.2), (0.5, 0.5, 0.8), (-0.3, 0.2, 1.3), (0.0, -0.4, 1.0)]
+
+
+def fly_recorded(
+    bundle_dir: str,
+    out: str,
+    seconds: float = 12.0,
+    physical_params: str = "",
+    goals=EXCITATION_GOALS,
+    goal_hold_s: float = 2.0,
+    sim: dict | None = None,
+    namespace: str = "cf1",
+) -> dict:
+    """Fly a bundle in lock-step SITL through a sequence of goals (excitation for system identification) with the
+    recorder writing every topic to `out` (MCAP). physical_params: the sim bridge's hidden parameters (JSON).
+    The recorder starts first and the bridge holds time until it and the nodes read odometry, so the log begins
+    with the drone at rest. Returns the flight summary and the recorder's topic counts."""
+    from geometry_msgs.msg import PointStamped
+    from rclpy.clock import Clock, ClockType
+
+    from robot_rl_ros import qos
+
+    goals = [tuple(float(x) for x in g) for g in goals]
+    with SitlGraph(namespace, lockstep=True) as graph:
+        graph.start("recorder", "recorder", {"output": str(out), "use_sim_time": False})
+        obs = Observer(namespace, graph.domain_id, use_sim_time=True)
+        try:
+            _wait_for_log(graph, "recorder", "recording all topics", 60.0, obs)
+            goal_pub = obs.node.create_publisher(PointStamped, "goal", qos.SENSOR)
+            t_first: list[float] = []
+
+            def send_goal() -> None:
+                if not obs.states:
+                    return
+                if not t_first:
+                    t_first.append(obs.states[0][0])
+                i = min(len(goals) - 1, int((obs.states[-1][0] - t_first[0]) // goal_hold_s))
+                m = PointStamped()
+                m.header.stamp = obs.node.get_clock().now().to_msg()
+                m.point.x, m.point.y, m.point.z = goals[i]
+                goal_pub.publish(m)
+
+            obs.node.create_timer(0.02, send_goal, clock=Clock(clock_type=ClockType.STEADY_TIME))
+            graph.start("policy", "policy_node", {"bundle": str(bundle_dir), "goal": list(goals[0])})
+            graph.start("safety", "safety_node", {"bundle": str(bundle_dir)})
+            topics = [f"/{namespace}/cmd_vel_legacy", f"/{namespace}/policy/action", "/diagnostics"]
+            _wait_for_log(graph, "recorder", [f"+ {t} " for t in topics], 60.0, obs)
+            obs.spin_until(lambda: False, 0.5)  # the recorder's new readers match the writers
+            bridge = {"lockstep": True, "start_after_subscribers": 4, "physical_params": physical_params}
+            graph.start("sim_bridge", "sim_bridge", {**bridge, **(sim or {})})
+
+            def flown() -> bool:
+                return len(obs.states) > 1 and obs.states[-1][0] - obs.states[0][0] >= seconds
+
+            finished = obs.spin_until(flown, 30.0 + 4.0 * seconds)
+            for name in ("sim_bridge", "policy", "safety"):
+                graph.stop(name)
+            obs.spin_until(lambda: False, 0.3)
+        finally:
+            obs.close()
+        graph.stop("recorder")
+        summary = _summary(obs, finished, graph)
+        recorder_log = graph.log("recorder")
+    if not obs.states:
+        raise RuntimeError(f"no robot state received in SITL (domain {graph.domain_id}); logs in {graph.log_dir}")
+    return {**summary, "log": str(out), "recorder_tail": recorder_log[-600:]}
+
+
+def _wait_for_log(graph: SitlGraph, node: str, needles, timeout_s: float, obs: Observer) -> None:
+    """Spin the observer until the node's log holds every needle (its output is how a node says it is ready)."""
+    needles = [needles] if isinstance(needles, str) else list(needles)
+    if not obs.spin_until(lambda: all(n in graph.log(node) for n in needles), timeout_s):
+        raise RuntimeError(f"{node} did not report {needles} within {timeout_s:.0f} s:\n{graph.log(node)[-1500:]}")

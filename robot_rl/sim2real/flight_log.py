@@ -1,0 +1,277 @@
+"""A Crazyflie's MCAP log (our recorder's, or rosbag2's from a Crazyswarm2 graph) -> aligned series of state and
+commands on the robot's clock.
+
+State comes from `/<cf>/odom` (nav_msgs/Odometry; our sim bridge's twist is in the world frame) or, failing
+that, `/<cf>/pose` (PoseStamped: velocities by differences); commands from `/<cf>/cmd_vel_legacy` (Twist,
+Crazyswarm2 units, converted to send_setpoint's roll/pitch/yaw-rate/PWM). A Twist has no stamp: each command
+is placed between the state messages by publish time (the DDS source timestamp recorders keep), so the command
+in effect over step k is the last one published after state k and before state k+1 (held otherwise).
+
+Repaired and reported: duplicate stamps (first kept), messages out of order by less than REORDER_TOLERANCE_S
+(sorted), dropped state messages (gaps over 1.5 periods; windows never span them) and the offset between the
+recorder's clock and the robot's. Refused with one line (LogError): an unreadable or truncated file, a missing
+topic, stamps that go back further (a clock reset), non-finite values, a log of another robot.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from robot_conventions.units import cmd_vel_legacy_to_rpyt
+
+REORDER_TOLERANCE_S = 0.05  # a stamp this far behind the newest is late delivery; further back, a clock reset
+GAP_FACTOR = 1.5  # a state interval this many median periods long lost messages
+OTHER_ROBOTS = {"joint_states": "an arm or quadruped (joint_states)", "joint_commands": "an arm or quadruped"}
+
+
+class LogError(ValueError):
+    """A log that cannot be read as a Crazyflie flight; the message names the file and the topic or time."""
+
+
+@dataclass
+class LogReport:
+    """What was repaired or noticed while aligning, for the replay and sysid reports."""
+
+    state_topic: str
+    command_topic: str
+    state_messages: int
+    command_messages: int
+    duplicates: int = 0
+    reordered: int = 0
+    gaps: list[tuple[float, float]] = field(default_factory=list)  # (start s, length s) of each drop
+    clock_offset_s: float = 0.0  # median(publish time - stamp) of the state messages
+    clock_jitter_s: float = 0.0  # their spread (median absolute deviation)
+    period_s: float = 0.01
+
+    def lines(self) -> list[str]:
+        dropped = sum(max(0, round(length / self.period_s) - 1) for _, length in self.gaps)
+        return [
+            f"state {self.state_topic}: {self.state_messages} messages at {1 / self.period_s:.0f} Hz; "
+            f"commands {self.command_topic}: {self.command_messages}",
+            f"repaired: {self.duplicates} duplicate stamps dropped, {self.reordered} out-of-order messages sorted",
+            f"gaps: {len(self.gaps)} ({dropped} state messages missing"
+            + (f", longest {max(g for _, g in self.gaps) * 1000:.0f} ms)" if self.gaps else ")"),
+            f"recorder clock - robot clock: {self.clock_offset_s:+.3f} s (jitter {self.clock_jitter_s * 1000:.1f} ms)",
+        ]
+
+
+@dataclass
+class FlightLog:
+    """State at the robot's stamps t (seconds from the first), and the command in effect after each."""
+
+    source: str
+    namespace: str
+    t: np.ndarray  # (T,)
+    position: np.ndarray  # (T, 3) world frame
+    velocity: np.ndarray  # (T, 3) world frame
+    quaternion: np.ndarray  # (T, 4) xyzw
+    angular_velocity: np.ndarray  # (T, 3) body frame
+    commands: np.ndarray  # (T, 4) roll deg, pitch deg, yaw rate deg/s, thrust PWM, in effect over [t_k, t_k+1)
+    commanded: np.ndarray  # (T,) bool: some command was in effect (False before the first)
+    report: LogReport
+
+    @property
+    def duration_s(self) -> float:
+        return float(self.t[-1] - self.t[0]) if len(self.t) else 0.0
+
+    def state(self, k: np.ndarray | int) -> dict[str, np.ndarray]:
+        return {
+            "position": self.position[k],
+            "velocity": self.velocity[k],
+            "quaternion": self.quaternion[k],
+            "angular_velocity": self.angular_velocity[k],
+        }
+
+    def contiguous(self, k0: int, length: int) -> bool:
+        """Whether states k0 .. k0+length are evenly spaced (no drop) and commanded throughout."""
+        if k0 < 0 or k0 + length >= len(self.t):
+            return False
+        dt = np.diff(self.t[k0 : k0 + length + 1])
+        return bool(np.all(dt < GAP_FACTOR * self.report.period_s) and self.commanded[k0 : k0 + length].all())
+
+
+def _read_messages(path: Path) -> tuple[dict[str, list], set[str]]:
+    """topic -> [(publish_ns, log_ns, message)] for the topics a Crazyflie log needs, and all topic names."""
+    from mcap.exceptions import McapError
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    if not path.is_file():
+        raise LogError(f"{path}: no such log file")
+    out: dict[str, list] = {}
+    topics: set[str] = set()
+    count = 0
+    try:
+        with open(path, "rb") as f:
+            reader = make_reader(f, decoder_factories=[DecoderFactory()])
+            for _, channel, message, decoded in reader.iter_decoded_messages(
+                topics=None, log_time_order=False, reverse=False
+            ):
+                topics.add(channel.topic)
+                if channel.topic.rsplit("/", 1)[-1] in ("odom", "pose", "cmd_vel_legacy"):
+                    out.setdefault(channel.topic, []).append((message.publish_time, message.log_time, decoded))
+                count += 1
+    except (McapError, EOFError, ValueError, KeyError, OSError) as e:
+        where = f" after {count} messages" if count else ""
+        raise LogError(f"{path}: truncated or damaged MCAP{where} ({type(e).__name__}: {e})") from None
+    return out, topics
+
+
+def _namespace(path: Path, by_topic: dict[str, list], topics: set[str], namespace: str | None) -> str:
+    if namespace is not None:
+        return "/" + namespace.strip("/")
+    spaces = sorted({t.rsplit("/", 1)[0] for t in by_topic if t.endswith(("/odom", "/pose"))})
+    if len(spaces) == 1:
+        return spaces[0]
+    if len(spaces) > 1:
+        raise LogError(f"{path}: state topics of several drones ({', '.join(spaces)}): choose one with namespace=")
+    others = sorted({OTHER_ROBOTS[t.rsplit("/", 1)[-1]] for t in topics if t.rsplit("/", 1)[-1] in OTHER_ROBOTS})
+    if others:
+        raise LogError(f"{path}: a log of {others[0]}, not of a Crazyflie (no /<cf>/odom or /<cf>/pose topic)")
+    raise LogError(f"{path}: no Crazyflie state topic (/<cf>/odom or /<cf>/pose); topics: {sorted(topics)}")
+
+
+def _stamp_s(msg) -> float:
+    s = msg.header.stamp
+    return s.sec + s.nanosec * 1e-9
+
+
+def _state_rows(topic: str, rows: list, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """(stamps, publish times in s, values (n, 13): pos, vel, quat xyzw, angvel; has_twist) in arrival order."""
+    has_twist = topic.endswith("/odom")
+    stamps = np.empty(len(rows))
+    pub = np.empty(len(rows))
+    vals = np.zeros((len(rows), 13))
+    for i, (publish_ns, log_ns, m) in enumerate(rows):
+        stamps[i] = _stamp_s(m)
+        pub[i] = (publish_ns or log_ns) * 1e-9
+        pose = m.pose.pose if has_twist else m.pose
+        p, q = pose.position, pose.orientation
+        vals[i, 0:3] = (p.x, p.y, p.z)
+        vals[i, 6:10] = (q.x, q.y, q.z, q.w)
+        if has_twist:
+            v, w = m.twist.twist.linear, m.twist.twist.angular
+            vals[i, 3:6] = (v.x, v.y, v.z)
+            vals[i, 10:13] = (w.x, w.y, w.z)
+    bad = ~np.isfinite(vals).all(axis=1) | ~np.isfinite(stamps)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise LogError(f"{path}: {topic}: a non-finite value in message {i} (stamp {stamps[i]:.3f} s)")
+    return stamps, pub, vals, has_twist
+
+
+def _order(topic: str, stamps: np.ndarray, path: Path) -> tuple[np.ndarray, int, int]:
+    """Indices that sort the messages by stamp without duplicates; (order, duplicates, reordered).
+    A stamp further behind the newest than REORDER_TOLERANCE_S is a clock reset: refused."""
+    newest = np.maximum.accumulate(stamps)
+    back = newest - stamps
+    if (back > REORDER_TOLERANCE_S).any():
+        i = int(np.argmax(back > REORDER_TOLERANCE_S))
+        raise LogError(
+            f"{path}: {topic}: stamps go back {back[i]:.3f} s at message {i} (stamp {stamps[i]:.3f} s after "
+            f"{newest[i]:.3f} s): a clock reset or a merged log; split the log there"
+        )
+    reordered = int((back > 0).sum())
+    order = np.argsort(stamps, kind="stable")
+    keep = np.concatenate([[True], np.diff(stamps[order]) > 1e-9])
+    return order[keep], int((~keep).sum()), reordered
+
+
+def _quat_rates(t: np.ndarray, quat_xyzw: np.ndarray) -> np.ndarray:
+    """Body angular velocity from consecutive attitudes (central differences of q* dq)."""
+    w = np.zeros((len(t), 3))
+    q = quat_xyzw
+    for i in range(1, len(t) - 1):
+        dt = t[i + 1] - t[i - 1]
+        a, b = q[i - 1], q[i + 1]
+        # relative rotation a^-1 b in xyzw, to first order 2 * vector part / dt
+        ax, ay, az, aw = -a[0], -a[1], -a[2], a[3]
+        bx, by, bz, bw = b
+        rel = np.array(
+            [
+                aw * bx + ax * bw + ay * bz - az * by,
+                aw * by - ax * bz + ay * bw + az * bx,
+                aw * bz + ax * by - ay * bx + az * bw,
+                aw * bw - ax * bx - ay * by - az * bz,
+            ]
+        )
+        w[i] = 2.0 * np.sign(rel[3] or 1.0) * rel[:3] / dt
+    w[0], w[-1] = w[1], w[-2]
+    return w
+
+
+def read_flight_log(path: str | Path, namespace: str | None = None) -> FlightLog:
+    """Read and align a Crazyflie log; LogError with one line for a log that cannot be used."""
+    path = Path(path)
+    by_topic, topics = _read_messages(path)
+    ns = _namespace(path, by_topic, topics, namespace)
+    state_topic = f"{ns}/odom" if f"{ns}/odom" in by_topic else f"{ns}/pose"
+    command_topic = f"{ns}/cmd_vel_legacy"
+    if state_topic not in by_topic:
+        raise LogError(f"{path}: no {ns}/odom or {ns}/pose topic; topics: {sorted(topics)}")
+    if command_topic not in by_topic:
+        raise LogError(f"{path}: no {command_topic} topic (the commands to replay); topics: {sorted(topics)}")
+    stamps, pub, vals, has_twist = _state_rows(state_topic, by_topic[state_topic], path)
+    if len(stamps) < 10:
+        raise LogError(f"{path}: {state_topic}: {len(stamps)} messages, too few to replay")
+    order, duplicates, reordered = _order(state_topic, stamps, path)
+    stamps, pub, vals = stamps[order], pub[order], vals[order]
+    dt = np.diff(stamps)
+    period = float(np.median(dt))
+    if not period > 0:
+        raise LogError(f"{path}: {state_topic}: no time passes between messages")
+    gaps = [(float(stamps[i] - stamps[0]), float(dt[i])) for i in np.flatnonzero(dt > GAP_FACTOR * period)]
+    offset = pub - stamps
+    t = stamps - stamps[0]
+    if not has_twist:  # a pose topic: velocities by differences
+        vals[:, 3:6] = np.gradient(vals[:, 0:3], t, axis=0)
+        vals[:, 10:13] = _quat_rates(t, vals[:, 6:10])
+
+    cmd_rows = by_topic[command_topic]
+    cmd_pub = np.array([(p or lg) * 1e-9 for p, lg, _ in cmd_rows])
+    cmd_vals = np.array(
+        [cmd_vel_legacy_to_rpyt(m.linear.x, m.linear.y, m.angular.z, m.linear.z) for _, _, m in cmd_rows]
+    ).reshape(-1, 4)
+    if not np.isfinite(cmd_vals).all():
+        i = int(np.argmax(~np.isfinite(cmd_vals).all(axis=1)))
+        raise LogError(f"{path}: {command_topic}: a non-finite command in message {i}")
+    cmd_order = np.argsort(cmd_pub, kind="stable")
+    cmd_pub, cmd_vals = cmd_pub[cmd_order], cmd_vals[cmd_order]
+    # the step each command falls in: after state k's publication, before state k+1's
+    step = np.searchsorted(pub, cmd_pub, side="right") - 1
+    commands = np.zeros((len(t), 4))
+    commanded = np.zeros(len(t), dtype=bool)
+    last = np.searchsorted(step, np.arange(len(t)), side="right") - 1  # the newest command at or before each step
+    has = last >= 0
+    commands[has] = cmd_vals[last[has]]
+    commanded[has] = True
+    report = LogReport(
+        state_topic=state_topic,
+        command_topic=command_topic,
+        state_messages=len(by_topic[state_topic]),
+        command_messages=len(cmd_rows),
+        duplicates=duplicates,
+        reordered=reordered,
+        gaps=gaps,
+        clock_offset_s=float(np.median(offset)),
+        clock_jitter_s=float(np.median(np.abs(offset - np.median(offset)))),
+        period_s=period,
+    )
+    if not math.isfinite(report.clock_offset_s):
+        raise LogError(f"{path}: {state_topic}: no usable publish times")
+    return FlightLog(
+        source=str(path),
+        namespace=ns.strip("/"),
+        t=t,
+        position=vals[:, 0:3],
+        velocity=vals[:, 3:6],
+        quaternion=vals[:, 6:10],
+        angular_velocity=vals[:, 10:13],
+        commands=commands,
+        commanded=commanded,
+        report=report,
+    )
