@@ -25,6 +25,9 @@ commands:
   export run=DIR             write DIR/bundle/policy.onnx + policy.yaml (format=leapp: also DIR/leapp/)
   import PATH                a LEAPP pipeline or an mjlab ONNX export -> one of our bundles
   sitl bundle=DIR            fly a bundle in software-in-the-loop (ROS 2 nodes over DDS when available)
+  replay log=FILE.mcap       a flight log replayed in simulation: open-loop error table, plots (bundle=: closed loop)
+  sysid log=FILE.mcap        fit the simulated Crazyflie to flight logs (mujoco.sysid); train on it with
+                             task.params.sysid=<its sysid.yaml>
   deploy check BUNDLE        dry run against live ROS 2 topics: what would block arming
   dashboard [--port N]       serve the evaluation dashboard on 127.0.0.1
   demo [overrides]           train, evaluate, export, play, fly in SITL, index for the dashboard
@@ -176,9 +179,9 @@ def _main(argv: list[str]) -> int:
 
         handler = getattr(commands, f"cmd_{command}", None)
         if handler is None:
-            known = "train, imitate, eval, collect, play, export, import, sitl, dashboard, demo"
+            known = "train, imitate, eval, collect, play, export, import, sitl, replay, sysid, dashboard, demo"
             raise UsageError(f"unknown command '{command}' ({known})")
-        if command not in ("sitl", "imitate", "import"):  # the others index their run into the store
+        if command not in ("sitl", "imitate", "import", "replay", "sysid"):  # the others index a run into the store
             _check_store(os.environ.get("ROBOT_RL_STORE"), "ROBOT_RL_STORE")
         handler(args)
         return 0

@@ -113,6 +113,31 @@ VERBS = {
             ("rate_hz=HZ", "the control rate, where the source does not state it (mjlab ONNX)"),
         ),
     ),
+    "replay": Verb(
+        "replay log=FILE.mcap[,...] [params=sysid.yaml] [bundle=DIR] [out=DIR] [namespace=cf1]",
+        "Replay a Crazyflie flight log in simulation: the logged commands open loop from logged states (error per "
+        "axis after 0.1, 0.5 and 1 s), and with bundle= the policy closed loop from the log's start.",
+        (
+            ("log=FILE.mcap", "MCAP logs, comma-separated (required): /<cf>/odom or pose, /<cf>/cmd_vel_legacy"),
+            ("params=sysid.yaml", "also replay under a robot-rl sysid fit, beside the nominal model"),
+            ("bundle=DIR", "fly this policy closed loop from the log's first state under the logged goals"),
+            ("out=DIR", "replay.json and replay.svg (default: replay/ beside the log)"),
+            ("namespace=cf1", "the drone, when a log holds several"),
+        ),
+    ),
+    "sysid": Verb(
+        "sysid log=FILE.mcap[,...] [mass_kg=KG] [out=DIR] [horizon_s=S] [namespace=cf1]",
+        "Fit thrust coefficient, inertia, motor time constant and latency of the simulated Crazyflie to flight "
+        "logs with mujoco.sysid; writes sysid.yaml (values, 95% intervals) and mujoco.sysid's report.html.",
+        (
+            ("log=FILE.mcap", "MCAP logs, comma-separated (required)"),
+            ("mass_kg=KG", "the weighed mass (default 0.027): logs alone cannot tell mass from thrust"),
+            ("out=DIR", "where sysid.yaml and report.html go (default: sysid/ beside the log)"),
+            ("horizon_s=S", "open-loop window length (default 0.5)"),
+            ("max_iters=N", "least-squares iterations per latency (default 30)"),
+            ("namespace=cf1", "the drone, when a log holds several"),
+        ),
+    ),
     "sitl": Verb(
         "sitl bundle=DIR [seconds=S] [ros=true|false] [out=FILE]",
         "Fly a bundle in software-in-the-loop: the ROS 2 nodes over DDS when ROS 2 is installed, else in-process.",

@@ -81,7 +81,9 @@ class CrazyflieReplay:
         env = self.env(p_count * k)
         task, b = env.task, env.backend
         ids = torch.arange(p_count * k)
-        write_params(task, ids, {n: torch.as_tensor(v, dtype=torch.float64).repeat_interleave(k) for n, v in params.items()})
+        write_params(
+            task, ids, {n: torch.as_tensor(v, dtype=torch.float64).repeat_interleave(k) for n, v in params.items()}
+        )
         env.reset_worlds(ids)
         qpos, qvel = _kinematics({key: v[starts] for key, v in states.items()})
         b.qpos[:] = qpos.repeat(p_count, 1)

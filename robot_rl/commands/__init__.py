@@ -8,7 +8,9 @@ from robot_rl.commands.export import cmd_export, export_run
 from robot_rl.commands.imitate import cmd_imitate, imitate_one
 from robot_rl.commands.import_policy import cmd_import
 from robot_rl.commands.play import cmd_play, play_run
+from robot_rl.commands.replay import cmd_replay
 from robot_rl.commands.sitl import cmd_sitl
+from robot_rl.commands.sysid import cmd_sysid
 from robot_rl.commands.train import attach_guidance, cmd_train, guidance_name, reward_name, train_one
 
 __all__ = [
@@ -22,7 +24,9 @@ __all__ = [
     "cmd_imitate",
     "cmd_import",
     "cmd_play",
+    "cmd_replay",
     "cmd_sitl",
+    "cmd_sysid",
     "cmd_train",
     "evaluate_run",
     "export_run",

@@ -9,7 +9,10 @@ worlds) fits them, and calculate_intervals gives the intervals from the Jacobian
 
 Mass is not fitted: kinematics alone fix only thrust/mass and thrust/inertia, so the weighed mass (mass_kg=,
 the model's 27 g by default) anchors the others. Latency moves in whole 2 ms substeps, which a gradient cannot
-see: it is searched over them (a ternary search of the fitted cost), the continuous parameters fitted at each.
+see: it is searched over them, the continuous parameters fitted at each (a scan at a first fit, then a local
+search with refits), and its interval is the set of latencies a profile test cannot rule out. The other
+parameters' intervals are the union of their intervals at those latencies, each the wider of calculate_intervals'
+and a window-clustered (sandwich) one: along a window residuals are not independent.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import io
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -63,6 +67,7 @@ class SysidResult:
     windows: int
     latency_costs: dict[float, float]  # latency_s -> fitted cost, the search's evaluations
     trace: list[float] = field(default_factory=list)  # optimizer objective at the chosen latency
+    candidates: list[np.ndarray] = field(default_factory=list)  # and its iterates
     covariance: np.ndarray | None = None
     parameter_dicts: tuple = ()  # (initial, optimized) mujoco.sysid ParameterDicts, for its report
 
@@ -90,7 +95,7 @@ class _Problem:
         self.starts = [window_starts(log, self.horizon, stride) for log in logs]
         self.windows = int(sum(len(s) for s in self.starts))
         self.latency_s = 0.0
-        self.smoothed = [_smoothed_states(log) for log in logs]
+        self.smoothed = [smoothed_states(log) for log in logs]
 
     def residual(self, columns: dict[str, np.ndarray]) -> np.ndarray:
         """(m, P) scaled prediction errors for P parameter sets (FITTED names, optionally latency_s -> (P,))."""
@@ -119,7 +124,7 @@ class _Problem:
         return float(0.5 * np.sum(r * r) / r.shape[0])
 
 
-def _smoothed_states(log: FlightLog) -> dict[str, np.ndarray]:
+def smoothed_states(log: FlightLog) -> dict[str, np.ndarray]:
     """The log's states with position and velocity smoothed (Savitzky-Golay, 90 ms, cubic), as the windows'
     initial states: a noisy initial velocity would carry its error through the whole window and into the fit
     (errors in variables); the compared states stay raw."""
@@ -255,7 +260,9 @@ def fit_crazyflie(
             lo_b, hi_b = bounds.get(name, (math.inf, -math.inf))
             bounds[name] = (min(lo_b, v - half[i]), max(hi_b, v + half[i]))
     estimates = {
-        name: Estimate(values[name], getattr(nominal, name), *_around(values[name], bounds[name]), True, "least squares")
+        name: Estimate(
+            values[name], getattr(nominal, name), *_around(values[name], bounds[name]), True, "least squares"
+        )
         for name in FITTED
     }
     estimates["mass_kg"] = Estimate(opts.mass_kg, nominal.mass_kg, 0.0, 0.0, False, "given (weighed), not fitted")
@@ -274,7 +281,8 @@ def fit_crazyflie(
         cost_fitted=cost,
         windows=problem.windows,
         latency_costs=latency_costs,
-        trace=list(result.extras.get("objective", [])) if hasattr(result, "extras") else [],
+        trace=list(result.extras.get("objective", [])),
+        candidates=list(result.extras.get("candidate", [])),
         covariance=covariance,
         parameter_dicts=(initial, opt),
     )
@@ -319,3 +327,60 @@ def _clustered_half_widths(r: np.ndarray, jac: np.ndarray, clusters: np.ndarray)
     n_w = len(np.unique(clusters))
     cov = jtj_inv @ meat @ jtj_inv * n_w / max(1, n_w - p)
     return np.sqrt(np.maximum(np.diag(cov), 0.0)) * stats.t.ppf(0.975, max(1, n_w - p))
+
+
+def write_fit(result: SysidResult, out_dir: Path, logs: Sequence[FlightLog], opts: SysidOptions) -> Path:
+    """out_dir/sysid.yaml (what task.params.sysid= reads: values, 95% intervals, how each was found, the logs)
+    and out_dir/report.html, mujoco.sysid's report (parameter table, covariance, optimizer trace)."""
+    import yaml
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "robot": "crazyflie_2_1",
+        "logs": [log.source for log in logs],
+        "windows": result.windows,
+        "horizon_s": opts.horizon_s,
+        "cost": {"nominal": float(result.cost_nominal), "fitted": float(result.cost_fitted)},
+        "parameters": {
+            name: {
+                "value": float(e.value),
+                "interval": [float(e.interval[0]), float(e.interval[1])],
+                "nominal": float(e.nominal),
+                "fitted": e.fitted,
+                "how": e.how,
+            }
+            for name, e in result.estimates.items()
+        },
+        "latency_costs": {f"{k * 1000:.0f} ms": float(v) for k, v in result.latency_costs.items()},
+    }
+    path = out_dir / "sysid.yaml"
+    tmp = path.with_suffix(".yaml.tmp")
+    tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
+    tmp.replace(path)
+    _write_report(result, out_dir / "report.html")
+    return path
+
+
+def _write_report(result: SysidResult, path: Path) -> None:
+    from mujoco.sysid.report.builder import ReportBuilder
+    from mujoco.sysid.report.sections.covariance import Covariance
+    from mujoco.sysid.report.sections.optimization_trace import OptimizationTrace
+    from mujoco.sysid.report.sections.parameters import ParametersTable
+
+    initial, opt = result.parameter_dicts
+    rb = ReportBuilder("Crazyflie system identification")
+    rb.add_section(ParametersTable("Parameters", opt, initial, anchor="parameters"))
+    if result.covariance is not None and result.covariance.size:
+        rb.add_section(Covariance("Covariance", result.covariance, opt, anchor="covariance"))
+    if len(result.trace) > 1:
+        rb.add_section(
+            OptimizationTrace(
+                "Optimization trace",
+                result.trace,
+                result.candidates,
+                bounds=opt.get_bounds(),
+                param_names=list(FITTED),
+                anchor="trace",
+            )
+        )
+    rb.save(str(path))

@@ -73,6 +73,7 @@ class FlightLog:
     commands: np.ndarray  # (T, 4) roll deg, pitch deg, yaw rate deg/s, thrust PWM, in effect over [t_k, t_k+1)
     commanded: np.ndarray  # (T,) bool: some command was in effect (False before the first)
     report: LogReport
+    goal: np.ndarray | None = None  # (T, 3) the goal the policy was given (/<cf>/goal, held), if logged
 
     @property
     def duration_s(self) -> float:
@@ -112,7 +113,7 @@ def _read_messages(path: Path) -> tuple[dict[str, list], set[str]]:
                 topics=None, log_time_order=False, reverse=False
             ):
                 topics.add(channel.topic)
-                if channel.topic.rsplit("/", 1)[-1] in ("odom", "pose", "cmd_vel_legacy"):
+                if channel.topic.rsplit("/", 1)[-1] in ("odom", "pose", "cmd_vel_legacy", "goal"):
                     out.setdefault(channel.topic, []).append((message.publish_time, message.log_time, decoded))
                 count += 1
     except (McapError, EOFError, ValueError, KeyError, OSError) as e:
@@ -261,6 +262,7 @@ def read_flight_log(path: str | Path, namespace: str | None = None) -> FlightLog
         clock_jitter_s=float(np.median(np.abs(offset - np.median(offset)))),
         period_s=period,
     )
+    goal = _held_goals(by_topic.get(f"{ns}/goal", []), pub)
     if not math.isfinite(report.clock_offset_s):
         raise LogError(f"{path}: {state_topic}: no usable publish times")
     return FlightLog(
@@ -274,4 +276,17 @@ def read_flight_log(path: str | Path, namespace: str | None = None) -> FlightLog
         commands=commands,
         commanded=commanded,
         report=report,
+        goal=goal,
     )
+
+
+def _held_goals(rows: list, state_pub: np.ndarray) -> np.ndarray | None:
+    """The goal in effect at each state (by publish time, held; the first one before it arrived)."""
+    if not rows:
+        return None
+    pub = np.array([(p or lg) * 1e-9 for p, lg, _ in rows])
+    vals = np.array([(m.point.x, m.point.y, m.point.z) for _, _, m in rows], dtype=np.float64)
+    order = np.argsort(pub, kind="stable")
+    pub, vals = pub[order], vals[order]
+    idx = np.clip(np.searchsorted(pub, state_pub, side="right") - 1, 0, len(vals) - 1)
+    return vals[idx]

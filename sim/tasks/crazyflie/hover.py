@@ -33,6 +33,7 @@ from sim.tasks.crazyflie.hover_config import (
     RewardWeights,
 )
 from sim.tasks.crazyflie.lean_model import lean_model_path
+from sim.tasks.crazyflie.physical import fixed_ranges, load_fit, recentred_ranges
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,9 @@ class CrazyflieHover(Task):
     # falls back to torch, with a log line, where it cannot be built); torch: the torch firmware between
     # substeps. Both compute the same values (to rounding); native is faster.
     firmware_impl: str = option("native", Choice(("native", "torch")))
+    # A `robot-rl sysid` parameters file: randomization is centred on its fit (ranges from its intervals, with
+    # a floor); with randomization=none every world has the fitted values. '' : the model's nominal values.
+    sysid: str = ""
 
     model_path = MODEL_PATH
     control_dt = 0.01  # 100 Hz
@@ -96,6 +100,9 @@ class CrazyflieHover(Task):
         n = backend.num_worlds
         self.n = n
         self.dr = DR_LEVELS[cfg.randomization]
+        if self.sysid:
+            fit = load_fit(self.sysid)
+            self.dr = recentred_ranges(self.dr, fit) if self.dr else fixed_ranges(fit)
         self.latency = torch.zeros(n, dtype=torch.long)
         self.firmware = self._make_firmware(backend)
         self.native = isinstance(self.firmware, native.NativeFirmware)

@@ -8,15 +8,19 @@ delays commands.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 
 import torch
+import yaml
 
 from sim.tasks.crazyflie.hover_config import LATENCY_HISTORY
 
 NOMINAL_MASS_KG = 0.027
 NOMINAL_MOTOR_TAU_S = 0.04
+NOMINAL_TORQUE_RATIO = 0.006  # yaw torque per newton of thrust (m), the actuators' gear
 SUBSTEP_S = 0.002  # the model's timestep: latency resolution
 MAX_LATENCY_SUBSTEPS = 5 * (LATENCY_HISTORY - 1)  # the commands the firmware model keeps in flight
 
@@ -55,7 +59,9 @@ PARAM_NAMES = tuple(f.name for f in fields(CrazyflieParams))
 
 
 def latency_substeps(latency_s: torch.Tensor | float) -> torch.Tensor:
-    return torch.round(torch.as_tensor(latency_s, dtype=torch.float64) / SUBSTEP_S).long().clamp(0, MAX_LATENCY_SUBSTEPS)
+    return (
+        torch.round(torch.as_tensor(latency_s, dtype=torch.float64) / SUBSTEP_S).long().clamp(0, MAX_LATENCY_SUBSTEPS)
+    )
 
 
 def write_params(task, ids: torch.Tensor, values: Mapping[str, torch.Tensor | float]) -> None:
@@ -78,3 +84,75 @@ def write_params(task, ids: torch.Tensor, values: Mapping[str, torch.Tensor | fl
     if "latency_s" in values:
         task.latency[ids] = latency_substeps(col("latency_s"))
     b.set_const(ids)
+
+
+# The narrowest randomization around a fit: a fit is of one drone on one day (battery, props, payload vary).
+FIT_FLOOR = {"mass_kg": 0.03, "inertia_scale": 0.05, "thrust_scale": 0.03, "motor_tau_s": 0.1}
+FIT_FLOOR_LATENCY_S = 2 * SUBSTEP_S
+
+
+def load_fit(path: str | Path) -> dict[str, tuple[float, float, float]]:
+    """A `robot-rl sysid` parameters file -> name -> (value, low, high), the estimate and its 95% interval.
+    A clear ValueError for a file that is not one."""
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ValueError(f"sysid file {path}: {type(e).__name__}: {e}") from None
+    if not isinstance(doc, dict) or doc.get("robot") != "crazyflie_2_1" or not isinstance(doc.get("parameters"), dict):
+        raise ValueError(f"sysid file {path}: not a Crazyflie fit (robot: crazyflie_2_1 and parameters: expected)")
+    out = {}
+    for name, entry in doc["parameters"].items():
+        if name not in PARAM_NAMES:
+            raise ValueError(f"sysid file {path}: unknown parameter {name!r}")
+        try:
+            value, (lo, hi) = float(entry["value"]), (float(x) for x in entry["interval"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"sysid file {path}: {name} needs value and interval [low, high]") from None
+        if not (math.isfinite(value) and lo <= value <= hi):
+            raise ValueError(f"sysid file {path}: {name} = {value} outside its interval [{lo}, {hi}]")
+        out[name] = (value, lo, hi)
+    CrazyflieParams.from_mapping({k: v[0] for k, v in out.items()})  # the values are possible ones
+    return out
+
+
+def recentred_ranges(dr: dict, fit: dict[str, tuple[float, float, float]]) -> dict:
+    """Domain randomization ranges (hover_config.DR_LEVELS form) centred on a fit: each fitted parameter's range is
+    its interval, widened to at least FIT_FLOOR around the value; what was not fitted keeps the level's range."""
+    out = dict(dr)
+
+    def span(name: str) -> tuple[float, float]:
+        value, lo, hi = fit[name]
+        floor = FIT_FLOOR[name] * value
+        return min(lo, value - floor), max(hi, value + floor)
+
+    if "mass_kg" in fit:
+        lo, hi = span("mass_kg")
+        out["mass"] = (lo / NOMINAL_MASS_KG, hi / NOMINAL_MASS_KG)
+    if "inertia_scale" in fit:
+        out["inertia"] = span("inertia_scale")
+    if "thrust_scale" in fit:
+        out["kf"] = span("thrust_scale")
+    if "motor_tau_s" in fit:
+        out["motor_tau"] = span("motor_tau_s")
+    if "latency_s" in fit:
+        value, lo, hi = fit["latency_s"]
+        lo, hi = min(lo, value - FIT_FLOOR_LATENCY_S), max(hi, value + FIT_FLOOR_LATENCY_S)
+        out["latency_substeps"] = (int(latency_substeps(max(lo, 0.0))), int(latency_substeps(hi)))
+    return out
+
+
+def fixed_ranges(fit: dict[str, tuple[float, float, float]]) -> dict:
+    """Zero-width ranges (DR_LEVELS form) at the fitted values, the model's nominal values elsewhere: every world
+    is the fitted drone."""
+    p = CrazyflieParams.from_mapping({k: v[0] for k, v in fit.items()})
+    latency = int(latency_substeps(p.latency_s))
+    return {
+        "mass": (p.mass_kg / NOMINAL_MASS_KG,) * 2,
+        "inertia": (p.inertia_scale,) * 2,
+        "kf": (p.thrust_scale,) * 2,
+        "torque_ratio": (NOMINAL_TORQUE_RATIO,) * 2,
+        "motor_tau": (p.motor_tau_s,) * 2,
+        "pid_gain": (1.0, 1.0),
+        "latency_substeps": (latency, latency),
+    }

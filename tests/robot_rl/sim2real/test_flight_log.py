@@ -1,0 +1,149 @@
+"""Flight logs in: the recorder's MCAP of a SITL flight aligned into series, and bad logs refused in one line.
+
+The bad logs are made from the recorded file with the mcap library (cut, a topic left out, two payloads
+swapped so that stamps go back) and, for another robot's log, mcap_ros2's writer with a JointState schema."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robot_rl.cli import main
+from robot_rl.sim2real.flight_log import LogError, read_flight_log
+
+pytestmark = pytest.mark.slow
+
+
+def _copy(src, dst, keep=lambda channel: True, payload=None) -> None:
+    """Rewrite an MCAP with the mcap library: channels for which keep() is false left out; payload(i, channel,
+    message) may replace a message's bytes."""
+    from mcap.reader import make_reader
+    from mcap.writer import Writer
+
+    with open(src, "rb") as f, open(dst, "wb") as g:
+        reader = make_reader(f)
+        summary = reader.get_summary()
+        w = Writer(g)
+        w.start(profile="ros2", library="test")
+        schemas = {sid: w.register_schema(s.name, s.encoding, s.data) for sid, s in summary.schemas.items()}
+        channels = {
+            cid: w.register_channel(c.topic, c.message_encoding, schemas[c.schema_id], c.metadata)
+            for cid, c in summary.channels.items()
+            if keep(c)
+        }
+        for i, (_, channel, message) in enumerate(reader.iter_messages()):
+            if channel.id not in channels:
+                continue
+            data = payload(i, channel, message) if payload else message.data
+            w.add_message(channels[channel.id], message.log_time, data, message.publish_time, message.sequence)
+        w.finish()
+
+
+def test_log_aligns_states_and_commands(perturbed_flight):
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    from robot_conventions.units import cmd_vel_legacy_to_rpyt
+
+    log = read_flight_log(perturbed_flight)
+    assert log.namespace == "cf1" and log.report.state_topic == "/cf1/odom"
+    assert abs(log.report.period_s - 0.01) < 1e-6 and not log.report.gaps and log.report.duplicates == 0
+    assert np.all(np.diff(log.t) > 0) and log.duration_s >= 9.9
+    assert log.goal is not None and {tuple(g) for g in log.goal.round(3)} >= {(0.5, 0.0, 1.2), (0.5, 0.5, 0.8)}
+    # every distinct command the safety node sent is in effect for some step, in the order sent
+    with open(perturbed_flight, "rb") as f:
+        sent = [
+            (m.linear.x, m.linear.y, m.angular.z, m.linear.z)
+            for _, c, _, m in make_reader(f, decoder_factories=[DecoderFactory()]).iter_decoded_messages()
+            if c.topic == "/cf1/cmd_vel_legacy"
+        ]
+    sent_rpyt = {tuple(np.round(cmd_vel_legacy_to_rpyt(*m), 9)) for m in sent}
+    used = {tuple(row) for row in np.round(log.commands[log.commanded], 9)}
+    assert used <= sent_rpyt  # nothing invented
+    assert len(used) >= 0.95 * len(sent_rpyt), (len(used), len(sent_rpyt))  # a command lost only when superseded
+
+
+def test_replay_under_the_hidden_parameters_matches_the_log(perturbed_flight):
+    """The alignment is right if the simulator with the robot's true parameters predicts the log to sensing
+    noise, and the nominal model does not."""
+    from sim2real_robot import HIDDEN
+
+    from robot_rl.sim2real.replay import open_loop_errors
+    from sim.tasks.crazyflie.physical import CrazyflieParams
+
+    log = read_flight_log(perturbed_flight)
+    true = open_loop_errors(log, CrazyflieParams(**HIDDEN), "true")
+    nominal = open_loop_errors(log, CrazyflieParams(), "nominal")
+    half_s = true.horizons_s.index(0.5)
+    assert true.median_m[half_s].max() < 0.006, true.median_m
+    assert nominal.median_m[half_s, 2] > 5 * true.median_m[half_s, 2], (nominal.median_m, true.median_m)
+
+
+def _bad_logs(src, tmp_path):
+    """(file, what the one error line must name) for each kind of bad log."""
+    cut = tmp_path / "truncated.mcap"
+    data = src.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    no_cmd = tmp_path / "no_commands.mcap"
+    _copy(src, no_cmd, keep=lambda c: c.topic != "/cf1/cmd_vel_legacy")
+    # odometry payloads 300 and 800 swapped: stamps jump forward 5 s, then back
+    jumped = tmp_path / "stamps_back.mcap"
+    odom = []
+
+    def collect(i, channel, message):
+        if channel.topic == "/cf1/odom":
+            odom.append(message.data)
+        return message.data
+
+    _copy(src, tmp_path / "scratch.mcap", payload=collect)
+    count = {"n": 0}
+
+    def swap(i, channel, message):
+        if channel.topic != "/cf1/odom":
+            return message.data
+        k = count["n"]
+        count["n"] += 1
+        return odom[800] if k == 300 else odom[300] if k == 800 else message.data
+
+    _copy(src, jumped, payload=swap)
+    arm = tmp_path / "arm.mcap"
+    from mcap_ros2.writer import Writer
+
+    with open(arm, "wb") as f:
+        w = Writer(f)
+        schema = w.register_msgdef(
+            "sensor_msgs/msg/JointState",
+            "std_msgs/Header header\nstring[] name\nfloat64[] position\nfloat64[] velocity\nfloat64[] effort\n"
+            "================================================================================\n"
+            "MSG: std_msgs/Header\nbuiltin_interfaces/Time stamp\nstring frame_id\n"
+            "================================================================================\n"
+            "MSG: builtin_interfaces/Time\nint32 sec\nuint32 nanosec\n",
+        )
+        for k in range(20):
+            msg = {
+                "header": {"stamp": {"sec": 1, "nanosec": k * 10_000_000}, "frame_id": ""},
+                "name": ["panda_joint1"],
+                "position": [0.1 * k],
+                "velocity": [0.0],
+                "effort": [0.0],
+            }
+            w.write_message("/joint_states", schema, msg, log_time=k * 10_000_000, publish_time=k * 10_000_000)
+        w.finish()
+    return [
+        (cut, "truncated or damaged MCAP"),
+        (no_cmd, "/cf1/cmd_vel_legacy"),
+        (jumped, "/cf1/odom: stamps go back"),
+        (arm, "not of a Crazyflie"),
+    ]
+
+
+def test_bad_logs_end_with_one_line_and_exit_2(perturbed_flight, tmp_path, capsys):
+    for path, needle in _bad_logs(perturbed_flight, tmp_path):
+        with pytest.raises(LogError, match=needle.replace("(", r"\(")):
+            read_flight_log(path)
+        for verb in ("sysid", "replay"):
+            capsys.readouterr()
+            assert main([verb, f"log={path}", f"out={tmp_path / verb}"]) == 2
+            err = capsys.readouterr().err.strip()
+            assert len(err.splitlines()) == 1 and needle in err and str(path) in err, err
+    assert not (tmp_path / "sysid").exists() and not (tmp_path / "replay").exists()

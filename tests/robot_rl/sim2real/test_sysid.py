@@ -1,0 +1,79 @@
+"""robot-rl sysid on the recorded "real" flight recovers the hidden parameters; task.params.sysid re-centres
+domain randomization on the fit."""
+
+from __future__ import annotations
+
+import pytest
+
+from robot_rl.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+def test_sysid_recovers_hidden_parameters(perturbed_flight, tmp_path, capsys):
+    from sim2real_robot import HIDDEN
+
+    from sim.tasks.crazyflie.physical import load_fit
+
+    out = tmp_path / "fit"
+    assert main(["sysid", f"log={perturbed_flight}", f"mass_kg={HIDDEN['mass_kg']}", f"out={out}"]) == 0
+    printed = capsys.readouterr().out
+    assert "95% interval" in printed and "latency_s" in printed
+    fit = load_fit(out / "sysid.yaml")
+    truth = {**HIDDEN, "inertia_scale": 1.0}
+    for name in ("thrust_scale", "inertia_scale", "motor_tau_s", "latency_s"):
+        value, lo, hi = fit[name]
+        assert abs(value - truth[name]) <= 0.10 * truth[name], (name, value, truth[name])
+        assert lo <= truth[name] <= hi, (name, lo, truth[name], hi)
+        # an interval that says something (latency: whole 2 ms substeps, its resolution widens it)
+        assert hi - lo < (0.5 if name == "latency_s" else 0.2) * truth[name], (name, lo, hi)
+    report = (out / "report.html").read_text()
+    assert "thrust_scale" in report and "motor_tau_s" in report
+
+    # replay prints its error table for both models and the fitted one predicts better
+    capsys.readouterr()
+    assert main(["replay", f"log={perturbed_flight}", f"params={out / 'sysid.yaml'}", f"out={tmp_path / 'r'}"]) == 0
+    table = capsys.readouterr().out
+    assert "|ez| median" in table and "fitted" in table and "nominal" in table
+    assert (tmp_path / "r" / "replay.json").is_file() and (tmp_path / "r" / "replay.svg").stat().st_size > 1000
+
+
+def test_training_randomization_recentred_on_a_fit(tmp_path):
+    import yaml
+
+    from sim.env import BatchedEnv, EnvConfig
+    from sim.tasks.crazyflie import CrazyflieHover
+    from sim.tasks.crazyflie.physical import FIT_FLOOR, NOMINAL_MASS_KG
+
+    fit = {
+        "robot": "crazyflie_2_1",
+        "parameters": {
+            "thrust_scale": {"value": 0.9, "interval": [0.89, 0.91]},
+            "motor_tau_s": {"value": 0.08, "interval": [0.07, 0.095]},
+            "mass_kg": {"value": 0.031, "interval": [0.031, 0.031]},
+            "latency_s": {"value": 0.02, "interval": [0.016, 0.024]},
+        },
+    }
+    path = tmp_path / "sysid.yaml"
+    path.write_text(yaml.safe_dump(fit))
+    env = BatchedEnv(CrazyflieHover(sysid=str(path)), EnvConfig(num_worlds=256, randomization="train"))
+    task = env.task
+    assert task.dr["kf"] == pytest.approx(
+        (0.9 * (1 - FIT_FLOOR["thrust_scale"]), 0.9 * (1 + FIT_FLOOR["thrust_scale"]))
+    )
+    assert task.dr["motor_tau"] == pytest.approx((0.07, 0.095))
+    assert task.dr["latency_substeps"] == (8, 12)  # 16..24 ms
+    kf = task.firmware.kf_scale[:, 0]
+    assert kf.min() >= 0.9 * 0.97 - 1e-9 and kf.max() <= 0.9 * 1.03 + 1e-9 and kf.std() > 0.005
+    mass = env.backend.expand("body_mass")[:, 1] / NOMINAL_MASS_KG
+    assert abs(float(mass.mean()) * NOMINAL_MASS_KG - 0.031) < 0.0005
+    env.close()
+    # randomization=none: every world is the fitted drone
+    env = BatchedEnv(CrazyflieHover(sysid=str(path)), EnvConfig(num_worlds=4, randomization="none"))
+    assert env.task.firmware.kf_scale[:, 0].tolist() == pytest.approx([0.9] * 4)
+    env.close()
+    # a file that is not a fit: a clear error naming it
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("robot: go1\n")
+    with pytest.raises(ValueError, match="not a Crazyflie fit"):
+        BatchedEnv(CrazyflieHover(sysid=str(bad)), EnvConfig(num_worlds=1))
