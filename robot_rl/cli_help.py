@@ -121,7 +121,7 @@ VERBS = {
             ("log=FILE.mcap", "MCAP logs, comma-separated (required): /<cf>/odom or pose, /<cf>/cmd_vel_legacy"),
             ("params=sysid.yaml", "also replay under a robot-rl sysid fit, beside the nominal model"),
             ("bundle=DIR", "fly this policy closed loop from the log's first state under the logged goals"),
-            ("out=DIR", "replay.json and replay.svg (default: replay/ beside the log)"),
+            ("out=DIR", "replay.json and replay.svg (default runs/sim2real/<log name>/, the dashboard's sim vs real)"),
             ("namespace=cf1", "the drone, when a log holds several"),
         ),
     ),
@@ -132,7 +132,7 @@ VERBS = {
         (
             ("log=FILE.mcap", "MCAP logs, comma-separated (required)"),
             ("mass_kg=KG", "the weighed mass (default 0.027): logs alone cannot tell mass from thrust"),
-            ("out=DIR", "where sysid.yaml and report.html go (default: sysid/ beside the log)"),
+            ("out=DIR", "where sysid.yaml and report.html go (default runs/sim2real/<log name>/)"),
             ("horizon_s=S", "open-loop window length (default 0.5)"),
             ("max_iters=N", "least-squares iterations per latency (default 30)"),
             ("namespace=cf1", "the drone, when a log holds several"),

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from robot_rl.commands.common import split_options
-from robot_rl.commands.sysid import read_logs
+from robot_rl.commands.sysid import read_logs, sim2real_dir
 from robot_rl.config import ConfigError
 
 OPTIONS = ("log", "params", "bundle", "out", "namespace")
@@ -28,7 +28,7 @@ def cmd_replay(args: list[str]) -> dict:
         except ValueError as e:
             raise ConfigError(str(e)) from None
         models["fitted"] = CrazyflieParams.from_mapping({k: v[0] for k, v in fit.items()})
-    out = Path(opts["out"]) if "out" in opts else Path(logs[0].source).with_suffix("").parent / "replay"
+    out = Path(opts["out"]) if "out" in opts else sim2real_dir(logs)
     out.mkdir(parents=True, exist_ok=True)
     replay = CrazyflieReplay()
     summary = {"logs": []}
@@ -55,6 +55,7 @@ def cmd_replay(args: list[str]) -> dict:
         summary["logs"].append(entry)
     if opts.get("params"):
         summary["sysid"] = str(Path(opts["params"]).resolve())
+        summary["fit"] = {k: {"value": v, "interval": [lo, hi]} for k, (v, lo, hi) in fit.items()}
     path = out / "replay.json"
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(summary))

@@ -20,6 +20,12 @@ def _float(opts: dict, key: str, default: float, lo: float, hi: float) -> float:
     return value
 
 
+def sim2real_dir(logs: list) -> Path:
+    """Where a log's replay and fit go by default, and where the dashboard's sim-vs-real page looks:
+    runs/sim2real/<the first log's name>/."""
+    return Path("runs") / "sim2real" / Path(logs[0].source).stem
+
+
 def read_logs(opts: dict, verb: str) -> list:
     """The comma-separated log= files, read and aligned; LogError (a ConfigError) names the bad one."""
     from robot_rl.sim2real.flight_log import LogError, read_flight_log
@@ -53,7 +59,7 @@ def cmd_sysid(args: list[str]) -> dict:
         result = fit_crazyflie(logs, options, progress=lambda s: print(f"  {s}", flush=True))
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    out = Path(opts["out"]) if "out" in opts else Path(logs[0].source).with_suffix("").parent / "sysid"
+    out = Path(opts["out"]) if "out" in opts else sim2real_dir(logs)
     path = write_fit(result, out, logs, options)
     print(
         f"{result.windows} windows of {options.horizon_s} s; cost {result.cost_nominal:.4g} -> {result.cost_fitted:.4g}"
