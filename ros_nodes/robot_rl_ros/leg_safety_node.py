@@ -42,10 +42,10 @@ class LegSafetyNode(JointSafetyNode):
         super().__init__("safety", **kwargs)
         p, bundle, problems = self._declare_and_check(PARAMS)
         servo = bundle.extra.get("servo", {}) if bundle is not None else {}
-        try:
-            self.kp, self.kd = float(servo["kp"]), float(servo["kd"])
+        try:  # one gain for every motor (our bundles) or one per motor (imported: mjlab's stiffness, damping)
+            self.kp, self.kd = (np.broadcast_to(np.asarray(servo[k], dtype=float), (12,)).copy() for k in ("kp", "kd"))
         except (KeyError, TypeError, ValueError):
-            self.kp = self.kd = 0.0
+            self.kp = self.kd = np.zeros(12)
             problems.append("bundle carries no servo gains (extra.servo.kp, extra.servo.kd)")
         self.damping_kd = float(p["damping_kd"])
         self._start_joint_safety(
@@ -60,8 +60,9 @@ class LegSafetyNode(JointSafetyNode):
 
     def _command_data(self, q: np.ndarray) -> np.ndarray:
         """A Go1 low-level command's per-motor fields: targets, then kp, then kd (DAMP: kp 0)."""
-        kp, kd = (0.0, self.damping_kd) if self.sup.damping else (self.kp, self.kd)
-        return np.concatenate([q, np.full(12, kp), np.full(12, kd)])
+        if self.sup.damping:
+            return np.concatenate([q, np.zeros(12), np.full(12, self.damping_kd)])
+        return np.concatenate([q, self.kp, self.kd])
 
 
 main = node_main(LegSafetyNode)  # the console script
