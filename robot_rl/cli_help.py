@@ -139,13 +139,15 @@ VERBS = {
         ),
     ),
     "sitl": Verb(
-        "sitl bundle=DIR [seconds=S] [ros=true|false] [out=FILE]",
+        "sitl bundle=DIR [seconds=S] [ros=true|false] [out=FILE] [record=FILE.mcap] [physical=FILE.yaml]",
         "Fly a bundle in software-in-the-loop: the ROS 2 nodes over DDS when ROS 2 is installed, else in-process.",
         (
             ("bundle=DIR", "the bundle directory (required)"),
             ("seconds=S", "how long to fly (simulated seconds)"),
             ("ros=true|false", "force the ROS 2 graph on or off"),
             ("out=FILE", "write the flight's result as JSON"),
+            ("record=FILE.mcap", "Crazyflie: fly goal steps (excitation) and record every topic to MCAP"),
+            ("physical=FILE.yaml", "Crazyflie: parameters the simulated drone hides (mass_kg, thrust_scale, ...)"),
         ),
     ),
 }

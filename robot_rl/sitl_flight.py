@@ -45,6 +45,39 @@ def fly_sitl(bundle_dir: Path, seconds: float = 10.0, ros: str = "auto", out: Pa
     return result
 
 
+def fly_recorded_sitl(bundle_dir: Path, record: Path, seconds: float, physical: str | None) -> dict:
+    """A Crazyflie bundle flown through goal steps in lock-step SITL over the ROS 2 nodes with every topic
+    recorded to MCAP; physical: a YAML file of sim.tasks.crazyflie.physical parameters the simulated drone
+    hides (a "real" robot for `robot-rl sysid`), or None for the model's own."""
+    import json
+
+    import yaml
+
+    from sim.tasks.crazyflie.physical import CrazyflieParams
+
+    params = ""
+    if physical:
+        try:
+            values = yaml.safe_load(Path(physical).read_text())
+            if not isinstance(values, dict):
+                raise ValueError("expected a mapping of parameter: value")
+            CrazyflieParams.from_mapping(values)
+        except (OSError, yaml.YAMLError, ValueError, TypeError) as e:
+            raise ConfigError(f"sitl physical={physical}: {type(e).__name__}: {e}") from None
+        params = json.dumps({k: float(v) for k, v in values.items()})
+    try:
+        fly = ros_function("sitl_fly_recorded")
+    except ImportError as e:
+        raise ConfigError(f"sitl record= flies through the ROS 2 nodes, which are not importable: {e}") from None
+    record.parent.mkdir(parents=True, exist_ok=True)
+    result = fly(str(bundle_dir), str(record), seconds=seconds, physical_params=params)
+    print(
+        f"sitl (ros2, recorded): {result['sim_seconds']:.1f} s through {len(result.get('interventions', []))} "
+        f"safety interventions, mode {result['mode']}; wrote {record}"
+    )
+    return result
+
+
 def _fly_swarm_sitl(bundle_dir: Path, num_drones: int, seconds: float, out: Path | None) -> dict:
     """A swarm bundle's team in lock-step SITL through the ROS 2 nodes (one namespace per drone, scene 0)."""
     try:

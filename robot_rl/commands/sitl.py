@@ -6,13 +6,15 @@ from pathlib import Path
 
 from robot_rl.commands.common import split_options
 from robot_rl.config import ConfigError
-from robot_rl.sitl_flight import fly_sitl
+from robot_rl.sitl_flight import fly_recorded_sitl, fly_sitl
 
 
 def cmd_sitl(args: list[str]) -> dict:
-    opts, rest = split_options(args, ("bundle", "seconds", "ros", "out"))
+    opts, rest = split_options(args, ("bundle", "seconds", "ros", "out", "record", "physical"))
     if rest:
-        raise ConfigError(f"sitl takes bundle=, seconds=, ros= and out=, not {rest[0].split('=')[0]}=")
+        raise ConfigError(
+            f"sitl takes bundle=, seconds=, ros=, out=, record= and physical=, not {rest[0].split('=')[0]}="
+        )
     if "bundle" not in opts:
         raise ConfigError("sitl needs bundle=<bundle directory>")
     try:
@@ -23,6 +25,12 @@ def cmd_sitl(args: list[str]) -> dict:
         raise ConfigError(f"sitl seconds={opts['seconds']!r} is out of range: allowed a number in (0, 3600]")
     if opts.get("ros", "auto") not in ("auto", "true", "false"):
         raise ConfigError(f"sitl ros={opts['ros']!r} is not allowed: one of auto, true, false")
+    if "record" in opts or "physical" in opts:
+        if opts.get("ros", "auto") == "false":
+            raise ConfigError("sitl record= and physical= fly through the ROS 2 nodes: not with ros=false")
+        return fly_recorded_sitl(
+            Path(opts["bundle"]), Path(opts.get("record", "flight.mcap")), seconds, opts.get("physical")
+        )
     return fly_sitl(
         Path(opts["bundle"]), seconds, opts.get("ros", "auto"), Path(opts["out"]) if "out" in opts else None
     )

@@ -25,8 +25,10 @@ SHOWN = {
     "play": "play.seconds = 8.0",
     "export": "format=bundle|leapp",
     "import": "rate_hz=HZ",
-    "sitl": "seconds=S",
+    "sitl": "record=FILE.mcap",
     "collect": "episodes=N",
+    "replay": "params=sysid.yaml",
+    "sysid": "mass_kg=KG",
 }
 
 

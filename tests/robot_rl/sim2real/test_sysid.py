@@ -77,3 +77,12 @@ def test_training_randomization_recentred_on_a_fit(tmp_path):
     bad.write_text("robot: go1\n")
     with pytest.raises(ValueError, match="not a Crazyflie fit"):
         BatchedEnv(CrazyflieHover(sysid=str(bad)), EnvConfig(num_worlds=1))
+
+
+def test_sitl_physical_file_errors_name_the_key(trained_bundle, tmp_path, capsys):
+    bad = tmp_path / "robot.yaml"
+    bad.write_text("mass: 0.031\n")
+    assert main(["sitl", f"bundle={trained_bundle}", f"record={tmp_path / 'f.mcap'}", f"physical={bad}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "'mass'" in err and "mass_kg" in err, err
+    assert not (tmp_path / "f.mcap").exists()
