@@ -57,6 +57,33 @@ def trained_bundle(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def perturbed_flight(trained_bundle, tmp_path_factory) -> Path:
+    """A "real" Crazyflie's flight log: the sim bridge with hidden physical parameters
+    (tests/robot_rl/sim2real/sim2real_robot.py), flown through the ROS 2 nodes (policy, safety) by the committed
+    hover policy through goal steps, recorded to MCAP by the recorder. Shared by the sim2real and dashboard tests."""
+    pytest.importorskip("rclpy")
+    pytest.importorskip("mcap_ros2")
+    import json
+    import sys
+
+    from robot_rl_ros.rosenv import apply_local_dds
+
+    from robot_rl.ros_package import ros_function
+
+    here = str(Path(__file__).parent / "robot_rl" / "sim2real")
+    if here not in sys.path:
+        sys.path.insert(0, here)  # --import-mode=importlib: sim2real_robot is imported by name
+    from sim2real_robot import FLIGHT_S, HIDDEN, SENSING
+
+    apply_local_dds()
+    out = tmp_path_factory.mktemp("sim2real") / "flight.mcap"
+    fly = ros_function("sitl_fly_recorded")
+    summary = fly(str(trained_bundle), str(out), seconds=FLIGHT_S, physical_params=json.dumps(HIDDEN), sim=SENSING)
+    assert summary["finished"] and summary["mode"] == "ACTIVE", summary
+    return out
+
+
+@pytest.fixture(scope="session")
 def trained_arm_bundle(tmp_path_factory) -> Path:
     """The committed arm reach policy (tests/data/arm_reach_ppo)."""
     return _export_committed("arm_reach_ppo", tmp_path_factory)

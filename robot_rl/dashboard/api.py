@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import yaml
 
+from robot_rl.dashboard import sim2real as s2r
 from robot_rl.dashboard.artifacts import PREFIX, artifact_url, resolve_artifact
 from robot_rl.dashboard.tb import ScalarReader
 from robot_rl.store import Store
@@ -127,6 +128,18 @@ def episodes(backend: Backend, q: Mapping[str, str]) -> list[dict[str, Any]]:
     return backend.store.episodes(q.get("name", ""), q.get("eval", ""), limit)
 
 
+def sim2real_list(backend: Backend, q: Mapping[str, str]) -> dict[str, Any]:
+    return s2r.list_entries(backend.runs_root)
+
+
+def sim2real_entry(backend: Backend, q: Mapping[str, str]) -> dict[str, Any]:
+    # A bad replay.json is the entry's "invalid" reason (200), so the page shows it in place of that entry.
+    found = s2r.read_entry(backend.runs_root, q.get("name", ""))
+    if found.get("missing"):
+        raise ApiError(404, found["invalid"])
+    return found
+
+
 def health(backend: Backend, q: Mapping[str, str]) -> dict[str, Any]:
     return {"ok": True}
 
@@ -136,5 +149,7 @@ ROUTES: dict[str, Callable[[Backend, Mapping[str, str]], Any]] = {
     "/api/run": run,
     "/api/scalars": scalars,
     "/api/episodes": episodes,
+    "/api/sim2real": sim2real_list,
+    "/api/sim2real/entry": sim2real_entry,
     "/api/health": health,
 }

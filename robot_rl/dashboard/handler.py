@@ -6,10 +6,12 @@ import json
 import logging
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from robot_rl.dashboard import api
+from robot_rl.dashboard import sim2real as s2r
 from robot_rl.dashboard.artifacts import ARTIFACT_CSP, PREFIX, Unsatisfiable, artifact_path, byte_range, content_type
 from robot_rl.dashboard.static import static_file
 from robot_rl.store.jsonsafe import json_safe
@@ -81,6 +83,8 @@ class DashboardHandler(BaseHTTPRequestHandler):
             return self._static(path[len("/static/") :])
         if path.startswith(PREFIX):
             return self._artifact(path[len(PREFIX) :])
+        if path.startswith(s2r.PREFIX):
+            return self._sim2real_file(path[len(s2r.PREFIX) :])
         endpoint = api.ROUTES.get(path)
         if endpoint is None:
             return self._error(404, "not found")
@@ -107,11 +111,29 @@ class DashboardHandler(BaseHTTPRequestHandler):
         except OSError:
             return self._error(404, "not found")
         ctype, disposition = content_type(path)
-        st = path.stat()
+        self._send_file(path, ctype, disposition, ARTIFACT_CSP)
+
+    def _sim2real_file(self, raw: str) -> None:
+        """A file of a sim2real/<name>/ folder: only its replay.json, replay.svg, report.html and sysid.yaml,
+        each inside that folder; report.html renders under a sandbox CSP (no script, nothing from elsewhere)."""
+        try:
+            path, ctype = s2r.file_path(self.server.runs_root, raw)
+        except Refused as exc:
+            log.warning("refused /sim2real/%s: %s", raw[:200], exc)
+            return self._error(403, f"refused: {exc}")
+        except OSError:
+            return self._error(404, "not found")
+        self._send_file(path, ctype, "inline", s2r.FILE_CSP)
+
+    def _send_file(self, path: Path, ctype: str, disposition: str, csp: str) -> None:
+        try:
+            st = path.stat()
+        except OSError:
+            return self._error(404, "not found")
         size = st.st_size
         extra = {
             "Accept-Ranges": "bytes",
-            "Content-Security-Policy": ARTIFACT_CSP,
+            "Content-Security-Policy": csp,
             "Cache-Control": "no-cache",
             "Last-Modified": self.date_time_string(int(st.st_mtime)),
             "ETag": f'"{st.st_mtime_ns:x}-{size:x}"',

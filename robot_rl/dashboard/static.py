@@ -10,6 +10,7 @@ STATIC_FILES = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "plot.js": "text/javascript; charset=utf-8",
+    "sim2real.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
 }
 PAGE_CSP = (

@@ -1,4 +1,4 @@
-// Sim evaluation dashboard: leaderboard, run pages, compare. Hash routing, no framework.
+// Sim evaluation dashboard: leaderboard, run pages, compare, sim vs real (sim2real.js). Hash routing, no framework.
 // Store content is data: it only ever reaches the page through textContent / attributes,
 // never innerHTML, and the server's CSP forbids inline script on top of that.
 "use strict";
@@ -56,6 +56,8 @@ function route() {
   let view;
   if (path.startsWith("/run/")) view = runPage(decodeURIComponent(path.slice(5)));
   else if (path === "/compare") view = comparePage(params.getAll("run"));
+  else if (path === "/sim2real") view = sim2realPage(null);
+  else if (path.startsWith("/sim2real/")) view = sim2realPage(decodeURIComponent(path.slice(10)));
   else view = leaderboardPage(params);
   view.catch((err) => {
     mount(h("p", { class: "error" }, `Could not load this page: ${err.message}`));

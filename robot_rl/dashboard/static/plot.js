@@ -4,6 +4,7 @@
 
 const Plot = (() => {
   const NS = "http://www.w3.org/2000/svg";
+  let clipCount = 0;
   const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 
   function el(tag, attrs, text) {
@@ -41,8 +42,14 @@ const Plot = (() => {
       svg.appendChild(el("text", { x: o.width / 2, y: o.height / 2, "text-anchor": "middle", class: "plot-empty" }, "no data yet"));
       return svg;
     }
-    let x0 = Math.min(...pts.map((p) => p[0])), x1 = Math.max(...pts.map((p) => p[0]));
-    let y0 = Math.min(...pts.map((p) => p[1])), y1 = Math.max(...pts.map((p) => p[1]));
+    let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+    for (const p of pts) {  // a loop, not Math.min(...): long series would overflow the argument stack
+      if (p[0] < x0) x0 = p[0]; if (p[0] > x1) x1 = p[0];
+      if (p[1] < y0) y0 = p[1]; if (p[1] > y1) y1 = p[1];
+    }
+    // yrange: [lo, hi] fixes the y axis; what leaves it is cut at the frame (a diverging model's windows must
+    // not flatten the trajectory they are compared with).
+    if (o.yrange) [y0, y1] = o.yrange;
     if (x1 === x0) { x0 -= 1; x1 += 1; }
     if (y1 === y0) { const d = Math.abs(y0) * 0.1 || 1; y0 -= d; y1 += d; }
     const W = o.width - m.l - m.r, H = o.height - m.t - m.b;
@@ -59,15 +66,33 @@ const Plot = (() => {
     axes.appendChild(el("rect", { x: m.l, y: m.t, width: W, height: H, class: "plot-frame" }));
     axes.appendChild(el("text", { x: m.l + W, y: o.height - 2, "text-anchor": "end" }, o.xlabel));
     svg.appendChild(axes);
+    let target = svg;
+    if (o.yrange) {
+      const id = `plot-clip-${++clipCount}`;
+      const defs = el("defs");
+      const clip = el("clipPath", { id });
+      clip.appendChild(el("rect", { x: m.l, y: m.t, width: W, height: H }));
+      defs.appendChild(clip);
+      svg.appendChild(defs);
+      target = el("g", { "clip-path": `url(#${id})` });
+      svg.appendChild(target);
+    }
+    // Optional per series: color, width, dash, legend (false: no legend entry, e.g. the 2nd..Kth window of a
+    // model drawn as many polylines under one name), group (set as data-series, for tests and styling).
+    let legendRow = 0;
     series.forEach((s, i) => {
-      const color = COLORS[i % COLORS.length];
+      const color = s.color || COLORS[i % COLORS.length];
       const d = s.points.map((p) => `${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(" ");
-      svg.appendChild(el("polyline", { points: d, fill: "none", stroke: color, "stroke-width": 1.6, class: "plot-line" }));
+      const attrs = { points: d, fill: "none", stroke: color, "stroke-width": s.width || 1.6, class: "plot-line" };
+      if (s.dash) attrs["stroke-dasharray"] = s.dash;
+      if (s.group) attrs["data-series"] = s.group;
+      target.appendChild(el("polyline", attrs));
       if (s.points.length === 1) {
-        svg.appendChild(el("circle", { cx: sx(s.points[0][0]), cy: sy(s.points[0][1]), r: 3, fill: color }));
+        target.appendChild(el("circle", { cx: sx(s.points[0][0]), cy: sy(s.points[0][1]), r: 3, fill: color }));
       }
-      if (series.length > 1) {
-        svg.appendChild(el("text", { x: m.l + 6, y: m.t + 12 + 12 * i, fill: color, class: "plot-legend" }, s.name));
+      if (series.length > 1 && s.legend !== false) {
+        svg.appendChild(el("text", { x: m.l + 6, y: m.t + 12 + 12 * legendRow, fill: color, class: "plot-legend" }, s.name));
+        legendRow += 1;
       }
     });
     return svg;

@@ -281,3 +281,99 @@ def test_the_headline_is_the_standard_evaluation(browser: Any, tiny_run: Path, t
         assert cells[12] == f"{100 * bundle['metrics']['success_rate']:.1f}%"
         assert cells[13] == f"{100 * zero['metrics']['success_rate']:.1f}%"
         assert cells[14] != "—"  # the SITL flight's final error
+
+
+@pytest.mark.slow
+def test_sim_vs_real_page(browser: Any, sim2real_root: Path, serve: Any) -> None:
+    """The sim-vs-real page over what robot-rl sysid and robot-rl replay wrote for the SITL "real" flight:
+    reached from the main page's navigation; per axis the logged trajectory, each model's open-loop windows and
+    the closed loop; the horizon errors equal replay.json's; the fit with its intervals beside the nominal
+    values; the repair report; a working link to sysid's report. A cut replay.json and a bad log in a good
+    file are messages in place of that entry or log, and the rest still renders."""
+    doc = json.loads((sim2real_root / "sim2real" / "flight" / "replay.json").read_text())
+    entry = doc["logs"][0]
+    server = serve(sim2real_root)
+    for pg in _guarded_page(browser, server.url):
+        pg.goto(server.url)
+        pg.wait_for_selector("#runs tbody tr.run-row")
+        assert pg.locator("#runs a.run-link").all_inner_texts() == ["hover_ppo_s1"]  # sim2real/ is not a run
+        pg.click("#nav-sim2real")
+        flight = pg.locator("section.s2r-entry[data-entry='flight']")
+        flight.locator("article.s2r-log").wait_for()
+        assert pg.url.endswith("#/sim2real")
+        assert {"flight", "broken", "two_logs"} == set(
+            pg.locator("section.s2r-entry").evaluate_all("els => els.map(e => e.dataset.entry)")
+        )
+        log = flight.locator("article.s2r-log")
+        assert log.get_attribute("data-log") == entry["log"]
+
+        # trajectories: three axes, each with the log, every open-loop window of both models and the closed loop
+        assert log.locator("figure.s2r-axis").evaluate_all("els => els.map(e => e.dataset.axis)") == ["x", "y", "z"]
+        windows = {r["label"]: r["windows"] for r in entry["open_loop"]}
+        assert set(windows) == {"nominal", "fitted"} and min(windows.values()) >= 5
+        for axis in "xyz":
+            fig = log.locator(f"figure.s2r-axis[data-axis='{axis}']")
+            logged = fig.locator("polyline[data-series='log']").get_attribute("points").split()
+            assert len(logged) == len(entry["t"])  # a 10 s log is drawn whole
+            assert len({p.split(",")[1] for p in logged}) > 20  # it moves
+            for label, k in windows.items():
+                drawn = fig.locator(f"polyline[data-series='open-{label}']")
+                assert drawn.count() == k
+                assert len(drawn.first.get_attribute("points").split()) == len(entry["open_loop"][0]["predicted"][0])
+            for label in entry["closed_loop"]:
+                points = fig.locator(f"polyline[data-series='closed-{label}']").get_attribute("points").split()
+                assert len(points) == len(entry["closed_loop"][label]["t"])
+        legend = log.locator("figure.s2r-axis[data-axis='z'] text.plot-legend").all_text_contents()
+        assert legend == ["log", "nominal open loop", "fitted open loop", "nominal closed loop", "fitted closed loop"]
+
+        # error over horizon: the numbers replay.json holds, per model, horizon and axis
+        for r in entry["open_loop"]:
+            for i, hz in enumerate(r["horizons_s"]):
+                row = log.locator(f"table.s2r-horizons tr[data-model='{r['label']}'][data-horizon='{hz:g}']")
+                for j, axis in enumerate("xyz"):
+                    for cls, values in (("median", r["median_m"]), ("p90", r["p90_m"])):
+                        cell = row.locator(f"td.{cls}[data-axis='{axis}']")
+                        assert float(cell.get_attribute("data-value")) == values[i][j]
+                        assert abs(float(cell.inner_text()) - 100 * values[i][j]) <= 0.005 + 1e-9
+        assert log.locator("figure.s2r-horizon-plot polyline").count() == 6  # 3 axes x 2 models
+        at_1s = "table.s2r-horizons tr[data-model='{}'][data-horizon='1'] td.median[data-axis='z']"
+        fitted_1s, nominal_1s = (float(log.locator(at_1s.format(m)).inner_text()) for m in ("fitted", "nominal"))
+        assert fitted_1s < nominal_1s  # the fit predicts better
+
+        # parameters: fitted value and interval from the fit, nominal beside
+        nominal = entry["params"]["nominal"]
+        for name, fit in doc["fit"].items():
+            row = log.locator(f"table.s2r-params tr[data-param='{name}']")
+            assert float(row.locator("td.fitted").get_attribute("data-value")) == fit["value"]
+            iv = row.locator("td.interval")
+            assert [float(iv.get_attribute("data-lo")), float(iv.get_attribute("data-hi"))] == fit["interval"]
+            assert iv.inner_text().startswith("[") and iv.inner_text().count(",") == 1
+            assert float(row.locator("td.nominal").get_attribute("data-value")) == nominal[name]
+        assert "least squares" in log.locator("table.s2r-params tr[data-param='thrust_scale'] td.how").inner_text()
+        closed = log.locator("table.s2r-closed tr[data-model='fitted'] td[data-axis='z']")
+        assert float(closed.get_attribute("data-value")) == entry["closed_loop"]["fitted"]["rms_m"]["z"]
+
+        assert log.locator("ul.s2r-report li").all_inner_texts() == entry["report"]
+
+        # sysid's report, served from the folder under a sandbox CSP
+        href = flight.locator("a.s2r-file[data-file='report.html']").get_attribute("href")
+        assert href == "/sim2real/flight/report.html"
+        resp = pg.request.get(server.url.rstrip("/") + href)
+        assert resp.status == 200 and resp.headers["content-type"].startswith("text/html")
+        assert "sandbox" in resp.headers["content-security-policy"] and "thrust_scale" in resp.text()
+
+        # the cut file: a message in place of the entry; the bad log: a message in place of that log
+        broken = pg.locator("section.s2r-entry[data-entry='broken']")
+        assert "replay.json is not valid JSON" in broken.locator(".s2r-invalid").inner_text()
+        assert broken.locator("article.s2r-log").count() == 0
+        two = pg.locator("section.s2r-entry[data-entry='two_logs']")
+        assert two.locator("article.s2r-log:not(.invalid) figure.s2r-axis polyline[data-series='log']").count() == 3
+        bad = two.locator("article.s2r-log.invalid")
+        assert bad.get_attribute("data-log") == "second_flight.mcap"
+        assert "position is not a list of" in bad.inner_text()
+        ARTIFACTS.mkdir(exist_ok=True)
+        pg.screenshot(path=str(ARTIFACTS / "dashboard_sim2real.png"), full_page=True)
+
+        pg.goto(server.url + "#/sim2real/flight")  # one entry on its own
+        pg.wait_for_function("document.querySelectorAll('section.s2r-entry').length === 1")
+        assert pg.locator("section.s2r-entry article.s2r-log figure.s2r-axis").count() == 3
