@@ -31,7 +31,7 @@ def _ros_arg(v) -> str:
         return "[" + ",".join(f"'{x}'" for x in v) + "]"
     if isinstance(v, (list, tuple, np.ndarray)):
         return "[" + ",".join(_ros_arg(float(x)) for x in v) + "]"
-    if isinstance(v, str) and any(c in v for c in "{}[]:,'\"#"):
+    if isinstance(v, str) and (not v or any(c in v for c in "{}[]:,'\"#")):
         return "'" + v.replace("'", "''") + "'"  # a YAML single-quoted string: JSON or flow syntax stays text
     return str(v)
 
