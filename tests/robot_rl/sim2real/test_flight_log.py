@@ -147,3 +147,67 @@ def test_bad_logs_end_with_one_line_and_exit_2(perturbed_flight, tmp_path, capsy
             err = capsys.readouterr().err.strip()
             assert len(err.splitlines()) == 1 and needle in err and str(path) in err, err
     assert not (tmp_path / "sysid").exists() and not (tmp_path / "replay").exists()
+
+
+def test_a_pose_topic_gives_velocities_by_differences(perturbed_flight, tmp_path):
+    """Crazyswarm2 users may record /<cf>/pose (PoseStamped) instead of odometry: the same flight rewritten so by
+    mcap_ros2's writer reads back with velocities and body rates close to the odometry's."""
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+    from mcap_ros2.writer import Writer
+
+    pose_log = tmp_path / "pose.mcap"
+    header = (
+        "================================================================================\n"
+        "MSG: std_msgs/Header\nbuiltin_interfaces/Time stamp\nstring frame_id\n"
+        "================================================================================\n"
+        "MSG: builtin_interfaces/Time\nint32 sec\nuint32 nanosec\n"
+    )
+    pose_def = (
+        "std_msgs/Header header\ngeometry_msgs/Pose pose\n"
+        + header
+        + "================================================================================\n"
+        "MSG: geometry_msgs/Pose\nPoint position\nQuaternion orientation\n"
+        "================================================================================\n"
+        "MSG: geometry_msgs/Point\nfloat64 x\nfloat64 y\nfloat64 z\n"
+        "================================================================================\n"
+        "MSG: geometry_msgs/Quaternion\nfloat64 x 0\nfloat64 y 0\nfloat64 z 0\nfloat64 w 1\n"
+    )
+    twist_def = (
+        "Vector3 linear\nVector3 angular\n"
+        "================================================================================\n"
+        "MSG: geometry_msgs/Vector3\nfloat64 x\nfloat64 y\nfloat64 z\n"
+    )
+    with open(perturbed_flight, "rb") as f, open(pose_log, "wb") as g:
+        w = Writer(g)
+        pose_schema = w.register_msgdef("geometry_msgs/msg/PoseStamped", pose_def)
+        twist_schema = w.register_msgdef("geometry_msgs/msg/Twist", twist_def)
+        reader = make_reader(f, decoder_factories=[DecoderFactory()])
+        for _, channel, message, m in reader.iter_decoded_messages():
+            t = dict(log_time=message.log_time, publish_time=message.publish_time)
+            if channel.topic == "/cf1/odom":
+                p, q = m.pose.pose.position, m.pose.pose.orientation
+                stamp = {"sec": m.header.stamp.sec, "nanosec": m.header.stamp.nanosec}
+                msg = {
+                    "header": {"stamp": stamp, "frame_id": "world"},
+                    "pose": {
+                        "position": {"x": p.x, "y": p.y, "z": p.z},
+                        "orientation": {"x": q.x, "y": q.y, "z": q.z, "w": q.w},
+                    },
+                }
+                w.write_message("/cf1/pose", pose_schema, msg, **t)
+            elif channel.topic == "/cf1/cmd_vel_legacy":
+                msg = {
+                    "linear": {"x": m.linear.x, "y": m.linear.y, "z": m.linear.z},
+                    "angular": {"x": m.angular.x, "y": m.angular.y, "z": m.angular.z},
+                }
+                w.write_message("/cf1/cmd_vel_legacy", twist_schema, msg, **t)
+        w.finish()
+    odom, pose = read_flight_log(perturbed_flight), read_flight_log(pose_log)
+    assert pose.report.state_topic == "/cf1/pose" and len(pose.t) == len(odom.t)
+    assert np.array_equal(pose.commands, odom.commands)
+    flying = slice(200, len(odom.t) - 10)
+    # differences of 2 mm position noise over 20 ms: a few cm/s of noise on velocities up to ~1 m/s
+    assert np.median(np.abs(pose.velocity[flying] - odom.velocity[flying])) < 0.1
+    assert np.median(np.abs(pose.angular_velocity[flying] - odom.angular_velocity[flying])) < 0.05
+    assert np.abs(odom.angular_velocity[flying]).max() > 0.5  # body rates that a wrong sign or frame would miss
