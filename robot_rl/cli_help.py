@@ -103,12 +103,12 @@ VERBS = {
         ),
     ),
     "import": Verb(
-        "import PATH [robot=go1_like] [out=DIR] [rate_hz=HZ]",
+        "import PATH [robot=go1_like|crazyflie_2_1] [out=DIR] [rate_hz=HZ]",
         "A LEAPP pipeline (.yaml or its directory) or an mjlab ONNX export -> one of our bundles, mapped by joint "
         "and sensor names; anything that cannot be mapped is refused, each item named.",
         (
             ("PATH", "the pipeline YAML, its directory, or the .onnx file (required)"),
-            ("robot=go1_like", "the robot to map onto (today: go1_like)"),
+            ("robot=NAME", "go1_like or crazyflie_2_1 (default: the robot a LEAPP pipeline names, else go1_like)"),
             ("out=DIR", "the bundle directory (default: <PATH without suffix>_bundle beside it)"),
             ("rate_hz=HZ", "the control rate, where the source does not state it (mjlab ONNX)"),
         ),
@@ -128,14 +128,16 @@ VERBS = {
     "sysid": Verb(
         "sysid log=FILE.mcap[,...] [mass_kg=KG] [out=DIR] [horizon_s=S] [namespace=cf1]",
         "Fit thrust coefficient, inertia, motor time constant and latency of the simulated Crazyflie to flight "
-        "logs with mujoco.sysid; writes sysid.yaml (values, 95% intervals) and mujoco.sysid's report.html.",
+        "logs, or joint damping, armature and servo stiffness of the simulated arm to joint_states + forward "
+        "position controller logs (the topics tell which), with mujoco.sysid; writes sysid.yaml (values, 95% "
+        "intervals) and mujoco.sysid's report.html.",
         (
             ("log=FILE.mcap", "MCAP logs, comma-separated (required)"),
-            ("mass_kg=KG", "the weighed mass (default 0.027): logs alone cannot tell mass from thrust"),
+            ("mass_kg=KG", "Crazyflie: the weighed mass (default 0.027): logs alone cannot tell mass from thrust"),
             ("out=DIR", "where sysid.yaml and report.html go (default runs/sim2real/<log name>/)"),
-            ("horizon_s=S", "open-loop window length (default 0.5)"),
+            ("horizon_s=S", "open-loop window length (default 0.5; arm 0.4)"),
             ("max_iters=N", "least-squares iterations per latency (default 30)"),
-            ("namespace=cf1", "the drone, when a log holds several"),
+            ("namespace=cf1", "the drone (or arm), when a log holds several"),
         ),
     ),
     "sitl": Verb(

@@ -24,7 +24,8 @@ def _parse(args: list[str]) -> tuple[Path, dict[str, str]]:
         paths.append(opts.pop("path"))
     if len(paths) != 1:
         raise ConfigError(
-            "usage: robot-rl import <LEAPP pipeline .yaml or its directory | mjlab .onnx> [robot=go1_like]"
+            "usage: robot-rl import <LEAPP pipeline .yaml or its directory | mjlab .onnx> "
+            f"[robot={'|'.join(TARGETS)}] [out=DIR] [rate_hz=HZ]"
         )
     return Path(paths[0]), opts
 
@@ -41,18 +42,31 @@ def _rate(opts: dict[str, str]) -> float | None:
     return rate
 
 
+def _default_robot(source: Path) -> str:
+    """Without robot=: the robot a LEAPP pipeline's configs name, where it is one of ours; else go1_like."""
+    if source.suffix != ".onnx":
+        from robot_rl.interop.leapp_pipeline import read_pipeline
+
+        named = read_pipeline(source).configs.get("robot")
+        if named in TARGETS:
+            return str(named)
+    return "go1_like"
+
+
 def cmd_import(args: list[str]) -> Path:
     source, opts = _parse(args)
-    robot_name = opts.get("robot", "go1_like")
+    if not source.exists():
+        raise InteropError(f"{source} does not exist")
+    robot_name = opts.get("robot") or _default_robot(source)
     if robot_name not in TARGETS:
         raise ConfigError(f"robot={robot_name}: import maps onto {', '.join(TARGETS)} only")
     robot = TARGETS[robot_name]
-    if not source.exists():
-        raise InteropError(f"{source} does not exist")
     out = Path(opts["out"]) if "out" in opts else source.parent / f"{source.stem}_bundle"
     if source.suffix == ".onnx":
         from robot_rl.interop.mjlab_import import import_mjlab
 
+        if not robot.joint_names:
+            raise InteropError(f"{source}: mjlab exports joint position policies; {robot.robot} has no joints")
         bundle = import_mjlab(source, robot, out, _rate(opts))
         kind = "mjlab ONNX"
     else:
@@ -63,7 +77,7 @@ def cmd_import(args: list[str]) -> Path:
     state = f", {len(bundle.state)} recurrent state(s)" if bundle.state else ""
     print(
         f"imported {kind} {source} -> {bundle.path}/policy.onnx + policy.yaml ({bundle.robot}: {bundle.obs_dim} obs "
-        f"from {len(bundle.observation)} raw inputs -> {bundle.action_dim} joint targets at "
+        f"from {len(bundle.observation)} raw inputs -> {bundle.action_dim} {bundle.action.mode} actions at "
         f"{bundle.control_rate_hz:g} Hz{state})"
     )
     return bundle.path

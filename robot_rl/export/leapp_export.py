@@ -17,7 +17,7 @@ from robot_rl.deploy.arm_ik import ARM_ACTION_MODES
 from robot_rl.export.bundle_export import bundle_extra
 from robot_rl.export.onnx_export import deterministic_actor
 from robot_rl.export.traced_layout import build_observation
-from robot_rl.interop.conventions import QUAT_XYZW, RAW_TO_KIND, TARGET_JOINT_POSITION
+from robot_rl.interop.conventions import QUAT_XYZW, RAW_FRAMES, RAW_TO_KIND, TARGET_JOINT_POSITION, TARGETS
 from sim.tasks.base import Task
 
 NODE = "policy"
@@ -40,6 +40,14 @@ def _element_names(name: str, dim: int, extra: dict) -> list[str]:
     return [f"{name}_{i}" for i in range(dim)] if dim != 3 else ["x", "y", "z"]
 
 
+def _input_extra(name: str, units: dict) -> dict:
+    """What a LEAPP kind leaves open: our raw input's name, its units and (for vectors) the frame it is in."""
+    extra = {"robot_rl_input": name, "units": str(units.get(name, ""))}
+    if name in RAW_FRAMES:
+        extra["frame"] = RAW_FRAMES[name]
+    return extra
+
+
 def measured_inputs(task: Task) -> list[str]:
     """The raw inputs the layout reads that the robot measures (in layout order, each once)."""
     skip = set(_constants(task)) | {"last_action"} | {i["name"] for i in task.integrators}
@@ -56,10 +64,16 @@ def export_leapp(actor, task: Task, raw: dict[str, np.ndarray], out_dir: Path) -
     from leapp import TensorSemantics, annotate
     from leapp.utils.tensor_description import GraphConfigs
 
-    if task.team is not None or task.camera_obs is not None or task.action_mode in ARM_ACTION_MODES:
+    if task.action_mode in ARM_ACTION_MODES:
         raise ValueError(
-            f"LEAPP export covers single-robot state policies with direct commands; {task.name} "
-            f"({task.action_mode} actions) is not one yet"
+            f"LEAPP export of {task.name} ({task.action_mode} actions): its joint targets come from the deploy "
+            "runtime's differential IK (robot_rl/deploy/arm_ik.py), which is not in the traced policy: the damped "
+            "least-squares step needs a matrix inverse that torch.onnx cannot convert, its joint-limit pass branches "
+            "on the data, and its reference re-anchors on the measured joints; export the bundle (format=bundle)"
+        )
+    if task.team is not None or task.camera_obs is not None:
+        raise ValueError(
+            f"LEAPP export covers single-robot state policies with direct commands; {task.name} is not one yet"
         )
     extra = bundle_extra(task)
     spec = task.action_spec
@@ -72,6 +86,7 @@ def export_leapp(actor, task: Task, raw: dict[str, np.ndarray], out_dir: Path) -
     values = {k: torch.as_tensor(np.asarray(raw[k]), dtype=torch.float32).reshape(1, -1) for k in names}
     action_names = list(extra.get("joint_names") or spec["names"])
     dt = float(task.control_dt)
+    units = extra.get("raw_inputs") or (TARGETS[task.robot].raw_inputs if task.robot in TARGETS else {})
     leapp.start(name=str(Path(out_dir).resolve() / task.name))
     try:
         state = {"last_action": torch.zeros(1, len(spec["names"]))}
@@ -83,7 +98,7 @@ def export_leapp(actor, task: Task, raw: dict[str, np.ndarray], out_dir: Path) -
                     ref=values[k],
                     kind=RAW_TO_KIND.get(k),
                     element_names=_element_names(k, values[k].shape[-1], extra),
-                    extra={"robot_rl_input": k, "units": str((extra.get("raw_inputs") or {}).get(k, ""))},
+                    extra=_input_extra(k, units),
                 )
                 for k in names
             ]

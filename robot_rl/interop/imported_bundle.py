@@ -24,6 +24,15 @@ def joint_action(robot: TargetRobot, offset: np.ndarray, scale: np.ndarray) -> A
     )
 
 
+def command_action(robot: TargetRobot, mode: str) -> ActionSpec:
+    """One of the robot's command modes (our ACTION_SPECS entry), rescaled like joint targets: offset mid-range,
+    scale half-range, so the runtime's clip to [-1, 1] is the clip to the command limits and nothing else."""
+    spec = robot.commands[mode]
+    low, high = np.array(spec["low"], dtype=np.float64), np.array(spec["high"], dtype=np.float64)
+    return ActionSpec(mode=mode, names=list(spec["names"]), offset=(low + high) / 2, scale=(high - low) / 2,
+                      low=low, high=high)  # fmt: skip
+
+
 def save_bundle(
     model: onnx.ModelProto,
     out_dir: Path,
