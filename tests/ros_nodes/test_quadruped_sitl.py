@@ -5,10 +5,9 @@ node as separate processes over DDS, with the committed flat-ground velocity pol
 
 from __future__ import annotations
 
-import signal
-
 import numpy as np
 import pytest
+from leg_sitl import LegInputs, check_leg_commands, kill_policy_until_damp, safety_parameters
 from sitl_report import sitl_report
 
 pytestmark = pytest.mark.slow
@@ -37,14 +36,13 @@ def test_quadruped_policy_killed_damps_then_estop_latches(trained_quadruped_bund
 
     with SitlGraph("go1", lockstep=True) as graph:
         obs = Observer("go1", graph.domain_id, use_sim_time=True, robot="quadruped")
+        inputs = LegInputs(obs)
         try:
             graph.start_walk(str(trained_quadruped_bundle), COMMAND)
+            p = safety_parameters(obs)
             walking = lambda: obs.states and obs.states[-1][0] - obs.states[0][0] > 2.0  # noqa: E731
             assert obs.spin_until(walking, 60.0), "no walking"
-            graph.stop("policy", sig=signal.SIGKILL)
-            t_kill = obs.now()
-            assert obs.spin_until(lambda: any(m.startswith("DAMP") for _, m in obs.modes), 20.0), obs.modes
-            t_damp = next(t for t, m in obs.modes if m.startswith("DAMP"))
+            t_kill, t_damp, _ = kill_policy_until_damp(graph, obs, 20.0)
             obs.spin_until(lambda: obs.states[-1][0] - t_damp > 2.0, 30.0)
             heights = [x[2] for t, x in obs.states if t > t_damp + 1.5]
             damp_cmds = [c for t, _, c in obs.commands if t > t_damp]
@@ -75,3 +73,7 @@ def test_quadruped_policy_killed_damps_then_estop_latches(trained_quadruped_bund
     assert not refused.success and "latched" in refused.message
     assert np.all(last[12:24] == 0.0) and np.all(np.isfinite(last))
     assert all(np.all(np.isfinite(c)) for _, _, c in obs.commands)
+    # walking, DAMP and the latched e-stop: every command inside what the safety node enforces
+    checked = check_leg_commands(obs, inputs, p, trained_quadruped_bundle)
+    print(f"commands vs the safety node's limits: {checked}")
+    assert checked["n_violations"] == 0 and checked["lead_checked"] > 80, checked
