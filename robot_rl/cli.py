@@ -26,7 +26,7 @@ commands:
   import PATH                a LEAPP pipeline or an mjlab ONNX export -> one of our bundles
   sitl bundle=DIR            fly a bundle in software-in-the-loop (ROS 2 nodes over DDS when available)
   replay log=FILE.mcap       a flight log replayed in simulation: open-loop error table, plots (bundle=: closed loop)
-  sysid log=FILE.mcap        fit the simulated Crazyflie to flight logs (mujoco.sysid); train on it with
+  sysid log=FILE.mcap        fit the simulator to a Crazyflie's or an arm's logs (mujoco.sysid); train on it with
                              task.params.sysid=<its sysid.yaml>
   deploy check BUNDLE        dry run against live ROS 2 topics: what would block arming
   dashboard [--port N]       serve the evaluation dashboard on 127.0.0.1

@@ -23,6 +23,7 @@ ROBOT_RL_FUNCTIONS = {
     "sitl_fly": "sitl:fly",
     "sitl_fly_swarm": "sitl:fly_swarm",
     "sitl_fly_recorded": "sitl:fly_recorded",
+    "sitl_reach_recorded": "sitl:reach_recorded",
     "deploy_check": "deploy_check:main",
     "deploy_check_args": "deploy_check:parse_args",
 }

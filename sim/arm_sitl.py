@@ -7,21 +7,38 @@ one 25 Hz control period per call with the targets a ros2_control forward positi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import torch
 
 from sim.env import sitl_env
 from sim.robots.diff_ik import forward_kinematics
 from sim.tasks.arm import ARM_DOF, FINGER_QPOS, ArmReach
+from sim.tasks.arm.physical import ArmParams, write_params
 
 # What a Franka's ros2_control joint_state_broadcaster calls the joints, in the policy's order.
 ARM_JOINT_NAMES = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1", "panda_finger_joint2"]
 
 
 class ArmSitl:
-    def __init__(self, seed: int = 0, randomize: bool = False, target=(0.5, 0.0, 0.3)):
+    """physical: parameters that differ from the model's (sim.tasks.arm.physical), e.g. a "real" robot whose
+    joint damping, armature and servo stiffness the sim-to-real tests fit."""
+
+    def __init__(
+        self,
+        seed: int = 0,
+        randomize: bool = False,
+        target=(0.5, 0.0, 0.3),
+        physical: Mapping[str, float] | None = None,
+    ):
+        if physical and randomize:
+            raise ValueError("SITL takes either fixed physical parameters or randomization, not both")
         self.env = sitl_env(ArmReach(action_mode="ee_position"), seed, randomize)
         self.task = self.env.task
+        if physical:
+            values = {k: v for k, v in ArmParams.from_mapping(physical).as_dict().items() if k in physical}
+            write_params(self.env.backend, [0], values)
         self.dt = self.task.control_dt
         self.time = 0.0
         self.set_target(target)

@@ -1,4 +1,5 @@
-"""robot-rl sysid: fit the simulated Crazyflie to flight logs (MCAP) with mujoco.sysid."""
+"""robot-rl sysid: fit the simulator to robot logs (MCAP) with mujoco.sysid: a Crazyflie's flights, or an arm's
+joint_states and forward position controller commands (the log's topics tell which)."""
 
 from __future__ import annotations
 
@@ -38,12 +39,66 @@ def read_logs(opts: dict, verb: str) -> list:
         raise ConfigError(str(e)) from None
 
 
+def _arm_logs(opts: dict) -> list | None:
+    """The log= files read as an arm's when the first one is an arm's (joint_states and forward position
+    controller commands); None for any other log (the Crazyflie's reader takes it, and refuses what it cannot)."""
+    from robot_rl.sim2real.arm_log import is_arm_log, read_arm_log
+    from robot_rl.sim2real.log_common import LogError, log_topics
+
+    if not opts.get("log") or not is_arm_log(log_topics(opts["log"].split(",")[0])):
+        return None
+    try:
+        return [read_arm_log(p, opts.get("namespace")) for p in opts["log"].split(",")]
+    except LogError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _print_fit(result, horizon_s: float) -> None:
+    print(f"{result.windows} windows of {horizon_s} s; cost {result.cost_nominal:.4g} -> {result.cost_fitted:.4g}")
+    print(f"{'parameter':<16}{'nominal':>10}{'fitted':>11}   95% interval")
+    for name, e in result.estimates.items():
+        lo, hi = e.interval
+        note = "" if e.fitted else f"   ({e.how})"
+        print(f"{name:<16}{e.nominal:>10.4g}{e.value:>11.4g}   [{lo:.4g}, {hi:.4g}]{note}")
+
+
+def _print_logs(logs: list) -> None:
+    for log in logs:
+        print(f"{log.source}: {log.duration_s:.1f} s")
+        for line in log.report.lines():
+            print(f"  {line}")
+
+
+def _sysid_arm(opts: dict, logs: list) -> dict:
+    from robot_rl.sim2real.arm_sysid import SysidOptions, fit_arm, write_fit
+
+    if "mass_kg" in opts:
+        raise ConfigError("sysid mass_kg= is a Crazyflie's weighed mass; this log is an arm's")
+    options = SysidOptions(
+        horizon_s=_float(opts, "horizon_s", SysidOptions.horizon_s, 0.0, 5.0),
+        max_iters=int(_float(opts, "max_iters", SysidOptions.max_iters, 0, 1000)),
+    )
+    _print_logs(logs)
+    try:
+        result = fit_arm(logs, options, progress=lambda s: print(f"  {s}", flush=True))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    out = Path(opts["out"]) if "out" in opts else sim2real_dir(logs)
+    path = write_fit(result, out, logs, options)
+    _print_fit(result, options.horizon_s)
+    print(f"wrote {path} and {out / 'report.html'}")
+    return {"path": str(path), "result": result}
+
+
 def cmd_sysid(args: list[str]) -> dict:
     from robot_rl.sim2real.crazyflie_sysid import SysidOptions, fit_crazyflie, write_fit
 
     opts, rest = split_options(args, OPTIONS)
     if rest:
         raise ConfigError(f"sysid takes {', '.join(o + '=' for o in OPTIONS)} not {rest[0].split('=')[0]}=")
+    arm = _arm_logs(opts)
+    if arm is not None:
+        return _sysid_arm(opts, arm)
     logs = read_logs(opts, "sysid")
     options = SysidOptions(
         mass_kg=_float(opts, "mass_kg", SysidOptions.mass_kg, 0.0, 1.0),
@@ -51,23 +106,13 @@ def cmd_sysid(args: list[str]) -> dict:
         max_iters=int(_float(opts, "max_iters", SysidOptions.max_iters, 0, 1000)),
     )
     options.stride_s = options.horizon_s
-    for log in logs:
-        print(f"{log.source}: {log.duration_s:.1f} s")
-        for line in log.report.lines():
-            print(f"  {line}")
+    _print_logs(logs)
     try:
         result = fit_crazyflie(logs, options, progress=lambda s: print(f"  {s}", flush=True))
     except ValueError as e:
         raise ConfigError(str(e)) from None
     out = Path(opts["out"]) if "out" in opts else sim2real_dir(logs)
     path = write_fit(result, out, logs, options)
-    print(
-        f"{result.windows} windows of {options.horizon_s} s; cost {result.cost_nominal:.4g} -> {result.cost_fitted:.4g}"
-    )
-    print(f"{'parameter':<16}{'nominal':>10}{'fitted':>11}   95% interval")
-    for name, e in result.estimates.items():
-        lo, hi = e.interval
-        note = "" if e.fitted else f"   ({e.how})"
-        print(f"{name:<16}{e.nominal:>10.4g}{e.value:>11.4g}   [{lo:.4g}, {hi:.4g}]{note}")
+    _print_fit(result, options.horizon_s)
     print(f"wrote {path} and {out / 'report.html'}; train on it with task.params.sysid={path}")
     return {"path": str(path), "result": result}

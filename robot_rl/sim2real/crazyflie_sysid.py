@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from robot_rl.sim2real.fit_common import clustered_half_widths, write_report
 from robot_rl.sim2real.flight_log import FlightLog
 from sim.crazyflie_replay import CrazyflieReplay
 from sim.tasks.crazyflie.physical import MAX_LATENCY_SUBSTEPS, SUBSTEP_S, CrazyflieParams
@@ -252,7 +253,7 @@ def fit_crazyflie(
         problem.latency_s = c * SUBSTEP_S
         residuals, jac = _jacobian(problem, fits[c][0])
         _, iid_half = sysid.calculate_intervals(residuals, jac)
-        half = np.maximum(iid_half, _clustered_half_widths(np.concatenate(residuals), jac, problem.clusters()))
+        half = np.maximum(iid_half, clustered_half_widths(np.concatenate(residuals), jac, problem.clusters()))
         if c == best:
             covariance = sysid.calculate_intervals(residuals, jac)[0]
         for i, name in enumerate(FITTED):
@@ -311,24 +312,6 @@ def _jacobian(problem: _Problem, values: dict[str, float]) -> tuple[list[np.ndar
     return [r[:, 0]], (r[:, 1:] - r[:, :1]) / steps
 
 
-def _clustered_half_widths(r: np.ndarray, jac: np.ndarray, clusters: np.ndarray) -> np.ndarray:
-    """95% half widths from the window-clustered (sandwich) covariance. calculate_intervals takes residuals as
-    independent; along a window they are not (an error at its start carries through it), which makes its
-    intervals too narrow. Windows are nearly independent of each other: (J'J)^-1 (sum_w J_w' r_w r_w' J_w) (J'J)^-1."""
-    from scipy import stats
-
-    jtj_inv = np.linalg.pinv(jac.T @ jac)
-    p = jac.shape[1]
-    meat = np.zeros((p, p))
-    for w in np.unique(clusters):
-        rows = clusters == w
-        g = jac[rows].T @ r[rows]
-        meat += np.outer(g, g)
-    n_w = len(np.unique(clusters))
-    cov = jtj_inv @ meat @ jtj_inv * n_w / max(1, n_w - p)
-    return np.sqrt(np.maximum(np.diag(cov), 0.0)) * stats.t.ppf(0.975, max(1, n_w - p))
-
-
 def write_fit(result: SysidResult, out_dir: Path, logs: Sequence[FlightLog], opts: SysidOptions) -> Path:
     """out_dir/sysid.yaml (what task.params.sysid= reads: values, 95% intervals, how each was found, the logs)
     and out_dir/report.html, mujoco.sysid's report (parameter table, covariance, optimizer trace)."""
@@ -357,30 +340,15 @@ def write_fit(result: SysidResult, out_dir: Path, logs: Sequence[FlightLog], opt
     tmp = path.with_suffix(".yaml.tmp")
     tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
     tmp.replace(path)
-    _write_report(result, out_dir / "report.html")
-    return path
-
-
-def _write_report(result: SysidResult, path: Path) -> None:
-    from mujoco.sysid.report.builder import ReportBuilder
-    from mujoco.sysid.report.sections.covariance import Covariance
-    from mujoco.sysid.report.sections.optimization_trace import OptimizationTrace
-    from mujoco.sysid.report.sections.parameters import ParametersTable
-
     initial, opt = result.parameter_dicts
-    rb = ReportBuilder("Crazyflie system identification")
-    rb.add_section(ParametersTable("Parameters", opt, initial, anchor="parameters"))
-    if result.covariance is not None and result.covariance.size:
-        rb.add_section(Covariance("Covariance", result.covariance, opt, anchor="covariance"))
-    if len(result.trace) > 1:
-        rb.add_section(
-            OptimizationTrace(
-                "Optimization trace",
-                result.trace,
-                result.candidates,
-                bounds=opt.get_bounds(),
-                param_names=list(FITTED),
-                anchor="trace",
-            )
-        )
-    rb.save(str(path))
+    write_report(
+        "Crazyflie system identification",
+        out_dir / "report.html",
+        initial,
+        opt,
+        result.covariance,
+        result.trace,
+        FITTED,
+        result.candidates,
+    )
+    return path

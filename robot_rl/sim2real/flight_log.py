@@ -16,47 +16,29 @@ topic, stamps that go back further (a clock reset), non-finite values, a log of 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from robot_conventions.units import cmd_vel_legacy_to_rpyt
+from robot_rl.sim2real.log_common import (
+    GAP_FACTOR,
+    REORDER_TOLERANCE_S,
+    LogError,
+    LogReport,
+    commands_in_effect,
+    evenly_spaced,
+    order_stamps,
+    period_and_gaps,
+    publish_s,
+    read_messages,
+    stamp_s,
+)
 
-REORDER_TOLERANCE_S = 0.05  # a stamp this far behind the newest is late delivery; further back, a clock reset
-GAP_FACTOR = 1.5  # a state interval this many median periods long lost messages
+__all__ = ["GAP_FACTOR", "REORDER_TOLERANCE_S", "FlightLog", "LogError", "LogReport", "read_flight_log"]
+
 OTHER_ROBOTS = {"joint_states": "an arm or quadruped (joint_states)", "joint_commands": "an arm or quadruped"}
-
-
-class LogError(ValueError):
-    """A log that cannot be read as a Crazyflie flight; the message names the file and the topic or time."""
-
-
-@dataclass
-class LogReport:
-    """What was repaired or noticed while aligning, for the replay and sysid reports."""
-
-    state_topic: str
-    command_topic: str
-    state_messages: int
-    command_messages: int
-    duplicates: int = 0
-    reordered: int = 0
-    gaps: list[tuple[float, float]] = field(default_factory=list)  # (start s, length s) of each drop
-    clock_offset_s: float = 0.0  # median(publish time - stamp) of the state messages
-    clock_jitter_s: float = 0.0  # their spread (median absolute deviation)
-    period_s: float = 0.01
-
-    def lines(self) -> list[str]:
-        dropped = sum(max(0, round(length / self.period_s) - 1) for _, length in self.gaps)
-        return [
-            f"state {self.state_topic}: {self.state_messages} messages at {1 / self.period_s:.0f} Hz; "
-            f"commands {self.command_topic}: {self.command_messages}",
-            f"repaired: {self.duplicates} duplicate stamps dropped, {self.reordered} out-of-order messages sorted",
-            f"gaps: {len(self.gaps)} ({dropped} state messages missing"
-            + (f", longest {max(g for _, g in self.gaps) * 1000:.0f} ms)" if self.gaps else ")"),
-            f"recorder clock - robot clock: {self.clock_offset_s:+.3f} s (jitter {self.clock_jitter_s * 1000:.1f} ms)",
-        ]
 
 
 @dataclass
@@ -89,37 +71,12 @@ class FlightLog:
 
     def contiguous(self, k0: int, length: int) -> bool:
         """Whether states k0 .. k0+length are evenly spaced (no drop) and commanded throughout."""
-        if k0 < 0 or k0 + length >= len(self.t):
-            return False
-        dt = np.diff(self.t[k0 : k0 + length + 1])
-        return bool(np.all(dt < GAP_FACTOR * self.report.period_s) and self.commanded[k0 : k0 + length].all())
+        return evenly_spaced(self.t, self.commanded, self.report.period_s, k0, length)
 
 
 def _read_messages(path: Path) -> tuple[dict[str, list], set[str]]:
     """topic -> [(publish_ns, log_ns, message)] for the topics a Crazyflie log needs, and all topic names."""
-    from mcap.exceptions import McapError
-    from mcap.reader import make_reader
-    from mcap_ros2.decoder import DecoderFactory
-
-    if not path.is_file():
-        raise LogError(f"{path}: no such log file")
-    out: dict[str, list] = {}
-    topics: set[str] = set()
-    count = 0
-    try:
-        with open(path, "rb") as f:
-            reader = make_reader(f, decoder_factories=[DecoderFactory()])
-            for _, channel, message, decoded in reader.iter_decoded_messages(
-                topics=None, log_time_order=False, reverse=False
-            ):
-                topics.add(channel.topic)
-                if channel.topic.rsplit("/", 1)[-1] in ("odom", "pose", "cmd_vel_legacy", "goal"):
-                    out.setdefault(channel.topic, []).append((message.publish_time, message.log_time, decoded))
-                count += 1
-    except (McapError, EOFError, ValueError, KeyError, OSError) as e:
-        where = f" after {count} messages" if count else ""
-        raise LogError(f"{path}: truncated or damaged MCAP{where} ({type(e).__name__}: {e})") from None
-    return out, topics
+    return read_messages(path, lambda topic: topic.rsplit("/", 1)[-1] in ("odom", "pose", "cmd_vel_legacy", "goal"))
 
 
 def _namespace(path: Path, by_topic: dict[str, list], topics: set[str], namespace: str | None) -> str:
@@ -136,11 +93,6 @@ def _namespace(path: Path, by_topic: dict[str, list], topics: set[str], namespac
     raise LogError(f"{path}: no Crazyflie state topic (/<cf>/odom or /<cf>/pose); topics: {sorted(topics)}")
 
 
-def _stamp_s(msg) -> float:
-    s = msg.header.stamp
-    return s.sec + s.nanosec * 1e-9
-
-
 def _state_rows(topic: str, rows: list, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """(stamps, publish times in s, values (n, 13): pos, vel, quat xyzw, angvel; has_twist) in arrival order."""
     has_twist = topic.endswith("/odom")
@@ -148,7 +100,7 @@ def _state_rows(topic: str, rows: list, path: Path) -> tuple[np.ndarray, np.ndar
     pub = np.empty(len(rows))
     vals = np.zeros((len(rows), 13))
     for i, (publish_ns, log_ns, m) in enumerate(rows):
-        stamps[i] = _stamp_s(m)
+        stamps[i] = stamp_s(m)
         pub[i] = (publish_ns or log_ns) * 1e-9
         pose = m.pose.pose if has_twist else m.pose
         p, q = pose.position, pose.orientation
@@ -163,23 +115,6 @@ def _state_rows(topic: str, rows: list, path: Path) -> tuple[np.ndarray, np.ndar
         i = int(np.argmax(bad))
         raise LogError(f"{path}: {topic}: a non-finite value in message {i} (stamp {stamps[i]:.3f} s)")
     return stamps, pub, vals, has_twist
-
-
-def _order(topic: str, stamps: np.ndarray, path: Path) -> tuple[np.ndarray, int, int]:
-    """Indices that sort the messages by stamp without duplicates; (order, duplicates, reordered).
-    A stamp further behind the newest than REORDER_TOLERANCE_S is a clock reset: refused."""
-    newest = np.maximum.accumulate(stamps)
-    back = newest - stamps
-    if (back > REORDER_TOLERANCE_S).any():
-        i = int(np.argmax(back > REORDER_TOLERANCE_S))
-        raise LogError(
-            f"{path}: {topic}: stamps go back {back[i]:.3f} s at message {i} (stamp {stamps[i]:.3f} s after "
-            f"{newest[i]:.3f} s): a clock reset or a merged log; split the log there"
-        )
-    reordered = int((back > 0).sum())
-    order = np.argsort(stamps, kind="stable")
-    keep = np.concatenate([[True], np.diff(stamps[order]) > 1e-9])
-    return order[keep], int((~keep).sum()), reordered
 
 
 def _quat_rates(t: np.ndarray, quat_xyzw: np.ndarray) -> np.ndarray:
@@ -219,13 +154,9 @@ def read_flight_log(path: str | Path, namespace: str | None = None) -> FlightLog
     stamps, pub, vals, has_twist = _state_rows(state_topic, by_topic[state_topic], path)
     if len(stamps) < 10:
         raise LogError(f"{path}: {state_topic}: {len(stamps)} messages, too few to replay")
-    order, duplicates, reordered = _order(state_topic, stamps, path)
+    order, duplicates, reordered = order_stamps(state_topic, stamps, path)
     stamps, pub, vals = stamps[order], pub[order], vals[order]
-    dt = np.diff(stamps)
-    period = float(np.median(dt))
-    if not period > 0:
-        raise LogError(f"{path}: {state_topic}: no time passes between messages")
-    gaps = [(float(stamps[i] - stamps[0]), float(dt[i])) for i in np.flatnonzero(dt > GAP_FACTOR * period)]
+    period, gaps = period_and_gaps(state_topic, stamps, path)
     offset = pub - stamps
     t = stamps - stamps[0]
     if not has_twist:  # a pose topic: velocities by differences
@@ -233,23 +164,14 @@ def read_flight_log(path: str | Path, namespace: str | None = None) -> FlightLog
         vals[:, 10:13] = _quat_rates(t, vals[:, 6:10])
 
     cmd_rows = by_topic[command_topic]
-    cmd_pub = np.array([(p or lg) * 1e-9 for p, lg, _ in cmd_rows])
+    cmd_pub = publish_s(cmd_rows)
     cmd_vals = np.array(
         [cmd_vel_legacy_to_rpyt(m.linear.x, m.linear.y, m.angular.z, m.linear.z) for _, _, m in cmd_rows]
     ).reshape(-1, 4)
     if not np.isfinite(cmd_vals).all():
         i = int(np.argmax(~np.isfinite(cmd_vals).all(axis=1)))
         raise LogError(f"{path}: {command_topic}: a non-finite command in message {i}")
-    cmd_order = np.argsort(cmd_pub, kind="stable")
-    cmd_pub, cmd_vals = cmd_pub[cmd_order], cmd_vals[cmd_order]
-    # the step each command falls in: after state k's publication, before state k+1's
-    step = np.searchsorted(pub, cmd_pub, side="right") - 1
-    commands = np.zeros((len(t), 4))
-    commanded = np.zeros(len(t), dtype=bool)
-    last = np.searchsorted(step, np.arange(len(t)), side="right") - 1  # the newest command at or before each step
-    has = last >= 0
-    commands[has] = cmd_vals[last[has]]
-    commanded[has] = True
+    commands, commanded, _ = commands_in_effect(pub, cmd_pub, cmd_vals)
     report = LogReport(
         state_topic=state_topic,
         command_topic=command_topic,
@@ -284,7 +206,7 @@ def _held_goals(rows: list, state_pub: np.ndarray) -> np.ndarray | None:
     """The goal in effect at each state (by publish time, held; the first one before it arrived)."""
     if not rows:
         return None
-    pub = np.array([(p or lg) * 1e-9 for p, lg, _ in rows])
+    pub = publish_s(rows)
     vals = np.array([(m.point.x, m.point.y, m.point.z) for _, _, m in rows], dtype=np.float64)
     order = np.argsort(pub, kind="stable")
     pub, vals = pub[order], vals[order]

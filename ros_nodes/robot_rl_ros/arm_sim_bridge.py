@@ -24,6 +24,7 @@ from robot_rl_ros.commander import gated_subscription
 from robot_rl_ros.msgs import arm_joint_state
 from robot_rl_ros.params import declare
 from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase
+from robot_rl_ros.sim_bridge_base import physical_params as physical_params_json
 from robot_rl_ros.spin import node_main
 
 PARAMS = {
@@ -35,16 +36,22 @@ PARAMS = {
     "step_timeout_s": 2.0,
     "target": [0.5, 0.0, 0.3],  # reach marker, m in the base frame
     "position_noise_rad": 0.0,
+    "velocity_noise_rads": 0.0,
+    # Publish the reach marker as target_position ('false': another node, perception or an operator, does).
+    "publish_target": True,
     "frame_id": "base",
     "command_topic": "forward_position_controller/commands",
+    # A "real" arm for sim-to-real tests: physical parameters that differ from the model's, as JSON
+    # (e.g. '{"damping_scale": 1.5, "kp_scale": 0.8}', names in sim.tasks.arm.physical); '' : none.
+    "physical_params": "",
 }
 
 
-def make_sim(seed: int, randomize: bool, target):
+def make_sim(seed: int, randomize: bool, target, physical_params: str = ""):
     """The simulator is imported here only: sim bridges are the nodes allowed to use `sim`."""
     from sim.arm_sitl import ArmSitl
 
-    return ArmSitl(seed=seed, randomize=randomize, target=target)
+    return ArmSitl(seed=seed, randomize=randomize, target=target, physical=physical_params_json(physical_params))
 
 
 class ArmSimBridge(SimBridgeBase):
@@ -52,7 +59,7 @@ class ArmSimBridge(SimBridgeBase):
         super().__init__("arm_sim_bridge", **kwargs)
         p = declare(self, PARAMS)
         self.p = p
-        self.sim = sim if sim is not None else make_sim(p["seed"], p["randomize"], p["target"])
+        self.sim = sim if sim is not None else make_sim(p["seed"], p["randomize"], p["target"], p["physical_params"])
         self.sim.reset()
         self.rng = np.random.default_rng(p["seed"])
         self.targets = self.sim.state()["position"].copy()  # the servos hold the start pose
@@ -91,10 +98,14 @@ class ArmSimBridge(SimBridgeBase):
 
     def publish_state(self, stamp: Time) -> None:
         st = self.sim.state()
-        q = st["position"]
+        q, v = st["position"], st["velocity"]
         if self.p["position_noise_rad"] > 0:
             q = q + self.rng.normal(0.0, self.p["position_noise_rad"], q.shape)
-        self.state_pub.publish(arm_joint_state(q, st["velocity"], stamp))
+        if self.p["velocity_noise_rads"] > 0:
+            v = v + self.rng.normal(0.0, self.p["velocity_noise_rads"], v.shape)
+        self.state_pub.publish(arm_joint_state(q, v, stamp))
+        if not self.p["publish_target"]:
+            return
         target = PointStamped()
         target.header.stamp, target.header.frame_id = stamp, self.p["frame_id"]
         target.point.x, target.point.y, target.point.z = (float(x) for x in self.sim.target)

@@ -8,7 +8,6 @@ wall clock or lock-step on simulated time, publishing /clock for nodes with use_
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import deque
 
@@ -24,6 +23,7 @@ from robot_rl_ros.crazyflie_commander import CommanderEmulator
 from robot_rl_ros.msgs import raw_to_odometry, twist_to_rpyt
 from robot_rl_ros.params import declare
 from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase
+from robot_rl_ros.sim_bridge_base import physical_params as physical_params_json
 from robot_rl_ros.spin import node_main
 
 PARAMS = {
@@ -48,13 +48,7 @@ def make_sim(seed: int, randomize: bool, physical_params: str = ""):
     """The simulator is imported here only: the sim bridge is the one node allowed to use `sim`."""
     from sim.crazyflie_sitl import CrazyflieSitl
 
-    try:
-        physical = json.loads(physical_params) if physical_params.strip() else None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"physical_params is not JSON: {e}") from None
-    if physical is not None and not isinstance(physical, dict):
-        raise ValueError("physical_params must be a JSON object of parameter: value")
-    return CrazyflieSitl(seed=seed, randomize=randomize, physical=physical)
+    return CrazyflieSitl(seed=seed, randomize=randomize, physical=physical_params_json(physical_params))
 
 
 def rest_height() -> float:

@@ -36,6 +36,20 @@ BASE_PARAMS = {
 }
 
 
+def physical_params(text: str) -> dict | None:
+    """A bridge's physical_params parameter (JSON of name: value, the hidden parameters of a "real" robot for
+    sim-to-real tests) as a dict; None for ''. ValueError for text that is not a JSON object."""
+    import json
+
+    try:
+        physical = json.loads(text) if text.strip() else None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"physical_params is not JSON: {e}") from None
+    if physical is not None and not isinstance(physical, dict):
+        raise ValueError("physical_params must be a JSON object of parameter: value")
+    return physical
+
+
 class SimBridgeBase(Node, ABC):
     def start_stepping(self, p: dict, wall_period_s: float) -> None:
         self.lockstep = bool(p["lockstep"])

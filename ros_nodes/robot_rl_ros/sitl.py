@@ -6,6 +6,16 @@ processes for tests that inject faults (kill the policy, publish bad state, pres
 
 from robot_rl_ros.sitl_graph import SitlGraph
 from robot_rl_ros.sitl_observers import Observer, SwarmObserver
-from robot_rl_ros.sitl_scenarios import fly, fly_recorded, fly_swarm, reach, walk
+from robot_rl_ros.sitl_scenarios import fly, fly_recorded, fly_swarm, reach, reach_recorded, walk
 
-__all__ = ["Observer", "SitlGraph", "SwarmObserver", "fly", "fly_recorded", "fly_swarm", "reach", "walk"]
+__all__ = [
+    "Observer",
+    "SitlGraph",
+    "SwarmObserver",
+    "fly",
+    "fly_recorded",
+    "fly_swarm",
+    "reach",
+    "reach_recorded",
+    "walk",
+]

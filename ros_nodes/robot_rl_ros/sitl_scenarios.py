@@ -247,45 +247,99 @@ def fly_recorded(
     recorder writing every topic to `out` (MCAP). physical_params: the sim bridge's hidden parameters (JSON).
     The recorder starts first and the bridge holds time until it and the nodes read odometry, so the log begins
     with the drone at rest. Returns the flight summary and the recorder's topic counts."""
+    goals = [tuple(float(x) for x in g) for g in goals]
+    nodes = {
+        "policy": ("policy_node", {"bundle": str(bundle_dir), "goal": list(goals[0])}),
+        "safety": ("safety_node", {"bundle": str(bundle_dir)}),
+    }
+    bridge = {"physical_params": physical_params, **(sim or {})}
+    return _recorded(namespace, "crazyflie", out, seconds, goals, "goal", goal_hold_s, nodes, "cmd_vel_legacy",
+                     ("sim_bridge", bridge))  # fmt: skip
+
+
+# Reach targets (m, base frame, inside the reach task's box) the arm moves through, held 2 s each: every joint
+# moves, and each new target starts a transient the servos' stiffness, damping and the inertia shape.
+EXCITATION_TARGETS = [(0.5, 0.0, 0.3), (0.62, 0.22, 0.42), (0.38, -0.22, 0.18), (0.68, -0.12, 0.45), (0.33, 0.25, 0.3)]
+
+
+def reach_recorded(
+    bundle_dir: str,
+    out: str,
+    seconds: float = 10.0,
+    physical_params: str = "",
+    targets=EXCITATION_TARGETS,
+    target_hold_s: float = 2.0,
+    sim: dict | None = None,
+    namespace: str = "arm",
+) -> dict:
+    """Run an arm reach bundle in lock-step SITL through a sequence of targets (published on target_position, as
+    perception or an operator would; the bridge publishes none) with the recorder writing every topic to `out`
+    (MCAP). physical_params: the arm sim bridge's hidden parameters (JSON, sim.tasks.arm.physical)."""
+    targets = [tuple(float(x) for x in g) for g in targets]
+    policy = {"bundle": str(bundle_dir), "inputs": ["joint_states:arm_joints", "target_position:point"]}
+    nodes = {
+        "policy": ("policy_node", {**policy, "act_on": "joint_states"}),
+        "safety": ("arm_safety_node", {"bundle": str(bundle_dir)}),
+    }
+    bridge = {"physical_params": physical_params, "publish_target": False, "target": list(targets[0]), **(sim or {})}
+    return _recorded(namespace, "arm", out, seconds, targets, "target_position", target_hold_s, nodes,
+                     "forward_position_controller/commands", ("arm_sim_bridge", bridge))  # fmt: skip
+
+
+def _recorded(
+    namespace: str,
+    robot: str,
+    out: str,
+    seconds: float,
+    setpoints: list,
+    setpoint_topic: str,
+    hold_s: float,
+    nodes: dict,
+    command_topic: str,
+    bridge: tuple[str, dict],
+) -> dict:
+    """A lock-step SITL run with the recorder on: recorder first, then an Observer publishing the setpoint in
+    effect (each held hold_s of robot time) as PointStamped on setpoint_topic, the nodes (name -> (module,
+    params)), and once the recorder reads the command topics the bridge (module, params), which holds time until
+    the policy, the safety node, the observer and the recorder read its state."""
     from geometry_msgs.msg import PointStamped
     from rclpy.clock import Clock, ClockType
 
     from robot_rl_ros import qos
 
-    goals = [tuple(float(x) for x in g) for g in goals]
     with SitlGraph(namespace, lockstep=True) as graph:
         graph.start("recorder", "recorder", {"output": str(out), "use_sim_time": False})
-        obs = Observer(namespace, graph.domain_id, use_sim_time=True)
+        obs = Observer(namespace, graph.domain_id, use_sim_time=True, robot=robot)
         try:
             _wait_for_log(graph, "recorder", "recording all topics", 60.0, obs)
-            goal_pub = obs.node.create_publisher(PointStamped, "goal", qos.SENSOR)
+            pub = obs.node.create_publisher(PointStamped, setpoint_topic, qos.SENSOR)
             t_first: list[float] = []
 
-            def send_goal() -> None:
-                if not obs.states:
-                    return
-                if not t_first:
-                    t_first.append(obs.states[0][0])
-                i = min(len(goals) - 1, int((obs.states[-1][0] - t_first[0]) // goal_hold_s))
+            def send_setpoint() -> None:
+                i = 0
+                if obs.states:
+                    if not t_first:
+                        t_first.append(obs.states[0][0])
+                    i = min(len(setpoints) - 1, int((obs.states[-1][0] - t_first[0]) // hold_s))
                 m = PointStamped()
                 m.header.stamp = obs.node.get_clock().now().to_msg()
-                m.point.x, m.point.y, m.point.z = goals[i]
-                goal_pub.publish(m)
+                m.point.x, m.point.y, m.point.z = setpoints[i]
+                pub.publish(m)
 
-            obs.node.create_timer(0.02, send_goal, clock=Clock(clock_type=ClockType.STEADY_TIME))
-            graph.start("policy", "policy_node", {"bundle": str(bundle_dir), "goal": list(goals[0])})
-            graph.start("safety", "safety_node", {"bundle": str(bundle_dir)})
-            topics = [f"/{namespace}/cmd_vel_legacy", f"/{namespace}/policy/action", "/diagnostics"]
+            obs.node.create_timer(0.02, send_setpoint, clock=Clock(clock_type=ClockType.STEADY_TIME))
+            for name, (module, params) in nodes.items():
+                graph.start(name, module, params)
+            topics = [f"/{namespace}/{command_topic}", f"/{namespace}/policy/action", "/diagnostics"]
             _wait_for_log(graph, "recorder", [f"+ {t} " for t in topics], 60.0, obs)
             obs.spin_until(lambda: False, 0.5)  # the recorder's new readers match the writers
-            bridge = {"lockstep": True, "start_after_subscribers": 4, "physical_params": physical_params}
-            graph.start("sim_bridge", "sim_bridge", {**bridge, **(sim or {})})
+            module, params = bridge
+            graph.start("sim_bridge", module, {"lockstep": True, "start_after_subscribers": 4, **params})
 
-            def flown() -> bool:
+            def done() -> bool:
                 return len(obs.states) > 1 and obs.states[-1][0] - obs.states[0][0] >= seconds
 
-            finished = obs.spin_until(flown, 30.0 + 4.0 * seconds)
-            for name in ("sim_bridge", "policy", "safety"):
+            finished = obs.spin_until(done, 30.0 + 4.0 * seconds)
+            for name in ("sim_bridge", *nodes):
                 graph.stop(name)
             obs.spin_until(lambda: False, 0.3)
         finally:

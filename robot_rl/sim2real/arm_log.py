@@ -1,0 +1,196 @@
+"""An arm's MCAP log (our recorder's, or rosbag2's from a ros2_control graph) -> aligned series of joint state and
+joint position targets on the robot's clock.
+
+State comes from `<ns>/joint_states` (sensor_msgs/JointState, read by joint name: a broadcaster's order is not
+guaranteed; velocities by differences when the message carries none), commands from
+`<ns>/forward_position_controller/commands` (std_msgs/Float64MultiArray: 7 joint targets in rad, then the two
+fingers in m, as the forward position controller takes them). A Float64MultiArray has no stamp: as for the
+Crazyflie (log_common.commands_in_effect), the target in effect over step k is the last one published after state k
+and before state k+1, held otherwise, as the controller holds it.
+
+Repaired and reported as for the Crazyflie's log: duplicate stamps, late messages, drops, the clock offset. Steps
+in which more than one command was published (which one the robot used, and for how long, is not known; a
+lock-stepped simulator even takes a step for each) are kept out of the fit's windows.
+Refused with one line (LogError): an unreadable or truncated file, a missing topic or joint, stamps that go back,
+non-finite values, commands of the wrong size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from robot_rl.sim2real.log_common import (
+    LogError,
+    LogReport,
+    commands_in_effect,
+    evenly_spaced,
+    order_stamps,
+    period_and_gaps,
+    publish_s,
+    read_messages,
+    stamp_s,
+)
+
+# What a Franka's joint_state_broadcaster calls the joints, in the model's order (sim.arm_sitl.ARM_JOINT_NAMES).
+JOINT_NAMES = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1", "panda_finger_joint2"]
+ARM_JOINTS = 7
+COMMAND_SUFFIX = "forward_position_controller/commands"
+FINGER_OPEN_M = 0.04  # fingers a log does not report or command are held open
+
+
+@dataclass
+class ArmLog:
+    """Joint state at the robot's stamps t (seconds from the first), and the joint targets in effect after each."""
+
+    source: str
+    namespace: str
+    t: np.ndarray  # (T,)
+    position: np.ndarray  # (T, 9) rad (7 joints), m (2 fingers)
+    velocity: np.ndarray  # (T, 9)
+    commands: np.ndarray  # (T, 9) joint position targets in effect over [t_k, t_k+1)
+    commanded: np.ndarray  # (T,) bool: some command was in effect (False before the first)
+    report: LogReport
+    target: np.ndarray | None = None  # (T, 3) the reach target (<ns>/target_position, held), if logged
+    # (T,) commands published within each step: where more than one, which the robot used when is not known
+    published: np.ndarray | None = None
+
+    robot = "panda_like"
+
+    @property
+    def duration_s(self) -> float:
+        return float(self.t[-1] - self.t[0]) if len(self.t) else 0.0
+
+    def contiguous(self, k0: int, length: int) -> bool:
+        """Whether states k0 .. k0+length are evenly spaced (no drop) and commanded throughout by one known command
+        per step (none superseded within a step)."""
+        if not evenly_spaced(self.t, self.commanded, self.report.period_s, k0, length):
+            return False
+        return self.published is None or bool((self.published[k0 : k0 + length] <= 1).all())
+
+
+def is_arm_log(topics: set[str]) -> bool:
+    """A log with joint_states and a forward position controller's commands: an arm's."""
+    return any(t.endswith("/joint_states") for t in topics) and any(t.endswith(COMMAND_SUFFIX) for t in topics)
+
+
+def _wanted(topic: str) -> bool:
+    return topic.endswith(("/joint_states", COMMAND_SUFFIX, "/target_position"))
+
+
+def _namespace(path: Path, by_topic: dict[str, list], namespace: str | None) -> str:
+    if namespace is not None:
+        return "/" + namespace.strip("/")
+    spaces = sorted({t.rsplit("/", 1)[0] for t in by_topic if t.endswith("/joint_states")})
+    if len(spaces) > 1:
+        raise LogError(f"{path}: joint_states of several robots ({', '.join(spaces)}): choose one with namespace=")
+    if not spaces:
+        raise LogError(f"{path}: no <ns>/joint_states topic; topics: {sorted(by_topic)}")
+    return spaces[0]
+
+
+def _state_rows(topic: str, rows: list, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """(stamps, publish s, positions (n, 9), velocities (n, 9), has velocities) in arrival order."""
+    stamps = np.empty(len(rows))
+    pos = np.zeros((len(rows), len(JOINT_NAMES)))
+    vel = np.zeros_like(pos)
+    pos[:, ARM_JOINTS:] = FINGER_OPEN_M
+    has_vel = True
+    for i, (_, _, m) in enumerate(rows):
+        stamps[i] = stamp_s(m)
+        index = {n: j for j, n in enumerate(m.name)}
+        missing = [n for n in JOINT_NAMES[:ARM_JOINTS] if n not in index]
+        if missing:
+            raise LogError(f"{path}: {topic}: message {i} lacks joint(s) {missing} (has {list(m.name)})")
+        if len(m.position) != len(m.name):
+            raise LogError(f"{path}: {topic}: message {i} has {len(m.name)} names and {len(m.position)} positions")
+        has_vel = has_vel and len(m.velocity) == len(m.name)
+        for j, n in enumerate(JOINT_NAMES):
+            if n in index:
+                pos[i, j] = m.position[index[n]]
+                vel[i, j] = m.velocity[index[n]] if has_vel else 0.0
+    bad = ~np.isfinite(pos).all(axis=1) | ~np.isfinite(vel).all(axis=1) | ~np.isfinite(stamps)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise LogError(f"{path}: {topic}: a non-finite value in message {i} (stamp {stamps[i]:.3f} s)")
+    return stamps, publish_s(rows), pos, vel, has_vel
+
+
+def _commands(topic: str, rows: list, path: Path) -> np.ndarray:
+    out = np.zeros((len(rows), len(JOINT_NAMES)))
+    out[:, ARM_JOINTS:] = FINGER_OPEN_M
+    for i, (_, _, m) in enumerate(rows):
+        data = np.asarray(m.data, dtype=np.float64)
+        if data.size not in (ARM_JOINTS, len(JOINT_NAMES)):
+            raise LogError(
+                f"{path}: {topic}: message {i} has {data.size} values (7 joint targets, or 7 and 2 fingers expected)"
+            )
+        if not np.isfinite(data).all():
+            raise LogError(f"{path}: {topic}: a non-finite command in message {i}")
+        out[i, : data.size] = data
+    return out
+
+
+def read_arm_log(path: str | Path, namespace: str | None = None) -> ArmLog:
+    """Read and align an arm's log; LogError with one line for a log that cannot be used."""
+    path = Path(path)
+    by_topic, topics = read_messages(path, _wanted)
+    ns = _namespace(path, by_topic, namespace)
+    state_topic, command_topic = f"{ns}/joint_states", f"{ns}/{COMMAND_SUFFIX}"
+    for topic, what in ((state_topic, "the joint states"), (command_topic, "the joint targets to replay")):
+        if topic not in by_topic:
+            raise LogError(f"{path}: no {topic} topic ({what}); topics: {sorted(topics)}")
+    stamps, pub, pos, vel, has_vel = _state_rows(state_topic, by_topic[state_topic], path)
+    if len(stamps) < 10:
+        raise LogError(f"{path}: {state_topic}: {len(stamps)} messages, too few to fit")
+    order, duplicates, reordered = order_stamps(state_topic, stamps, path)
+    stamps, pub, pos, vel = stamps[order], pub[order], pos[order], vel[order]
+    period, gaps = period_and_gaps(state_topic, stamps, path)
+    t = stamps - stamps[0]
+    if not has_vel:  # positions only: velocities by differences
+        vel = np.gradient(pos, t, axis=0)
+    cmd_rows = by_topic[command_topic]
+    commands, commanded, published = commands_in_effect(
+        pub, publish_s(cmd_rows), _commands(command_topic, cmd_rows, path)
+    )
+    offset = pub - stamps
+    report = LogReport(
+        state_topic=state_topic,
+        command_topic=command_topic,
+        state_messages=len(by_topic[state_topic]),
+        command_messages=len(cmd_rows),
+        duplicates=duplicates,
+        reordered=reordered,
+        gaps=gaps,
+        clock_offset_s=float(np.median(offset)),
+        clock_jitter_s=float(np.median(np.abs(offset - np.median(offset)))),
+        period_s=period,
+    )
+    if not math.isfinite(report.clock_offset_s):
+        raise LogError(f"{path}: {state_topic}: no usable publish times")
+    return ArmLog(
+        source=str(path),
+        namespace=ns.strip("/"),
+        t=t,
+        position=pos,
+        velocity=vel,
+        commands=commands,
+        commanded=commanded,
+        report=report,
+        target=_held_points(by_topic.get(f"{ns}/target_position", []), pub),
+        published=published,
+    )
+
+
+def _held_points(rows: list, state_pub: np.ndarray) -> np.ndarray | None:
+    """The point in effect at each state (by publish time, held; the first one before it arrived)."""
+    if not rows:
+        return None
+    pub = publish_s(rows)
+    vals = np.array([(m.point.x, m.point.y, m.point.z) for _, _, m in rows], dtype=np.float64)
+    order = np.argsort(pub, kind="stable")
+    idx = np.clip(np.searchsorted(pub[order], state_pub, side="right") - 1, 0, len(vals) - 1)
+    return vals[order][idx]

@@ -1,0 +1,60 @@
+"""What the robots' fits share: window-clustered (sandwich) intervals and mujoco.sysid's HTML report."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+
+def clustered_half_widths(r: np.ndarray, jac: np.ndarray, clusters: np.ndarray) -> np.ndarray:
+    """95% half widths from the window-clustered (sandwich) covariance. calculate_intervals takes residuals as
+    independent; along a window they are not (an error at its start carries through it), which makes its
+    intervals too narrow. Windows are nearly independent of each other: (J'J)^-1 (sum_w J_w' r_w r_w' J_w) (J'J)^-1."""
+    from scipy import stats
+
+    jtj_inv = np.linalg.pinv(jac.T @ jac)
+    p = jac.shape[1]
+    meat = np.zeros((p, p))
+    for w in np.unique(clusters):
+        rows = clusters == w
+        g = jac[rows].T @ r[rows]
+        meat += np.outer(g, g)
+    n_w = len(np.unique(clusters))
+    cov = jtj_inv @ meat @ jtj_inv * n_w / max(1, n_w - p)
+    return np.sqrt(np.maximum(np.diag(cov), 0.0)) * stats.t.ppf(0.975, max(1, n_w - p))
+
+
+def write_report(
+    title: str,
+    path: Path,
+    initial,
+    opt,
+    covariance: np.ndarray | None,
+    trace: Sequence[float],
+    names: Sequence[str],
+    candidates: Sequence[np.ndarray] = (),
+) -> None:
+    """mujoco.sysid's report (parameter table, covariance, optimizer trace) of a fit, as HTML."""
+    from mujoco.sysid.report.builder import ReportBuilder
+    from mujoco.sysid.report.sections.covariance import Covariance
+    from mujoco.sysid.report.sections.optimization_trace import OptimizationTrace
+    from mujoco.sysid.report.sections.parameters import ParametersTable
+
+    rb = ReportBuilder(title)
+    rb.add_section(ParametersTable("Parameters", opt, initial, anchor="parameters"))
+    if covariance is not None and covariance.size:
+        rb.add_section(Covariance("Covariance", covariance, opt, anchor="covariance"))
+    if len(trace) > 1:
+        rb.add_section(
+            OptimizationTrace(
+                "Optimization trace",
+                list(trace),
+                list(candidates),
+                bounds=opt.get_bounds(),
+                param_names=list(names),
+                anchor="trace",
+            )
+        )
+    rb.save(str(path))
