@@ -78,15 +78,20 @@ def _sysid_arm(opts: dict, logs: list) -> dict:
         horizon_s=_float(opts, "horizon_s", SysidOptions.horizon_s, 0.0, 5.0),
         max_iters=int(_float(opts, "max_iters", SysidOptions.max_iters, 0, 1000)),
     )
+    return _fit_and_write(fit_arm, write_fit, logs, options, opts.get("out"), "")
+
+
+def _fit_and_write(fit, write_fit, logs: list, options, out: str | None, hint: str) -> dict:
+    """Fit, write sysid.yaml and report.html, print the table; a fit that cannot be made is a ConfigError."""
     _print_logs(logs)
     try:
-        result = fit_arm(logs, options, progress=lambda s: print(f"  {s}", flush=True))
+        result = fit(logs, options, progress=lambda s: print(f"  {s}", flush=True))
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    out = Path(opts["out"]) if "out" in opts else sim2real_dir(logs)
-    path = write_fit(result, out, logs, options)
+    out_dir = Path(out) if out else sim2real_dir(logs)
+    path = write_fit(result, out_dir, logs, options)
     _print_fit(result, options.horizon_s)
-    print(f"wrote {path} and {out / 'report.html'}")
+    print(f"wrote {path} and {out_dir / 'report.html'}{hint + str(path) if hint else ''}")
     return {"path": str(path), "result": result}
 
 
@@ -106,13 +111,6 @@ def cmd_sysid(args: list[str]) -> dict:
         max_iters=int(_float(opts, "max_iters", SysidOptions.max_iters, 0, 1000)),
     )
     options.stride_s = options.horizon_s
-    _print_logs(logs)
-    try:
-        result = fit_crazyflie(logs, options, progress=lambda s: print(f"  {s}", flush=True))
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    out = Path(opts["out"]) if "out" in opts else sim2real_dir(logs)
-    path = write_fit(result, out, logs, options)
-    _print_fit(result, options.horizon_s)
-    print(f"wrote {path} and {out / 'report.html'}; train on it with task.params.sysid={path}")
-    return {"path": str(path), "result": result}
+    return _fit_and_write(
+        fit_crazyflie, write_fit, logs, options, opts.get("out"), "; train on it with task.params.sysid="
+    )

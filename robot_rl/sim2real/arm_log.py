@@ -28,6 +28,7 @@ from robot_rl.sim2real.log_common import (
     LogReport,
     commands_in_effect,
     evenly_spaced,
+    held_points,
     order_stamps,
     period_and_gaps,
     publish_s,
@@ -157,17 +158,14 @@ def read_arm_log(path: str | Path, namespace: str | None = None) -> ArmLog:
         pub, publish_s(cmd_rows), _commands(command_topic, cmd_rows, path)
     )
     offset = pub - stamps
-    report = LogReport(
-        state_topic=state_topic,
-        command_topic=command_topic,
-        state_messages=len(by_topic[state_topic]),
-        command_messages=len(cmd_rows),
-        duplicates=duplicates,
-        reordered=reordered,
-        gaps=gaps,
-        clock_offset_s=float(np.median(offset)),
-        clock_jitter_s=float(np.median(np.abs(offset - np.median(offset)))),
-        period_s=period,
+    report = LogReport.of(
+        state_topic,
+        command_topic,
+        (len(by_topic[state_topic]), len(cmd_rows)),
+        (duplicates, reordered),
+        gaps,
+        offset,
+        period,
     )
     if not math.isfinite(report.clock_offset_s):
         raise LogError(f"{path}: {state_topic}: no usable publish times")
@@ -180,17 +178,6 @@ def read_arm_log(path: str | Path, namespace: str | None = None) -> ArmLog:
         commands=commands,
         commanded=commanded,
         report=report,
-        target=_held_points(by_topic.get(f"{ns}/target_position", []), pub),
+        target=held_points(by_topic.get(f"{ns}/target_position", []), pub),
         published=published,
     )
-
-
-def _held_points(rows: list, state_pub: np.ndarray) -> np.ndarray | None:
-    """The point in effect at each state (by publish time, held; the first one before it arrived)."""
-    if not rows:
-        return None
-    pub = publish_s(rows)
-    vals = np.array([(m.point.x, m.point.y, m.point.z) for _, _, m in rows], dtype=np.float64)
-    order = np.argsort(pub, kind="stable")
-    idx = np.clip(np.searchsorted(pub[order], state_pub, side="right") - 1, 0, len(vals) - 1)
-    return vals[order][idx]

@@ -26,7 +26,7 @@ import mujoco
 import numpy as np
 
 from robot_rl.sim2real.arm_log import ARM_JOINTS, ArmLog
-from robot_rl.sim2real.fit_common import clustered_half_widths
+from robot_rl.sim2real.fit_common import Estimate, clustered_half_widths
 from sim.tasks.arm import MODEL_PATH, OBJECTS, body_name
 from sim.tasks.arm.physical import ARM_JOINTS as JOINT_NAMES
 from sim.tasks.arm.physical import ROBOT, ArmParams, nominal_values
@@ -48,20 +48,6 @@ class SysidOptions:
     # even steps once per command; measured: the first 7 steps of a SITL log matched no one-command-per-step
     # assignment, every later step matched exactly).
     skip_s: float = 1.0
-
-
-@dataclass
-class Estimate:
-    value: float
-    nominal: float
-    below: float  # the 95% confidence interval is [value - below, value + above]
-    above: float
-    fitted: bool = True
-    how: str = "least squares (mujoco.sysid)"
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        return (self.value - self.below, self.value + self.above)
 
 
 @dataclass
@@ -268,43 +254,9 @@ def _jacobian(residual_fn: Callable, pd) -> tuple[list[np.ndarray], np.ndarray]:
 
 
 def write_fit(result: SysidResult, out_dir: Path, logs: Sequence[ArmLog], opts: SysidOptions) -> Path:
-    """out_dir/sysid.yaml (values, 95% intervals, how each was found, the logs; the Crazyflie fit's layout) and
-    out_dir/report.html, mujoco.sysid's report."""
-    import yaml
+    """out_dir/sysid.yaml (the Crazyflie fit's layout) and out_dir/report.html, mujoco.sysid's report."""
+    from robot_rl.sim2real.fit_common import write_fit_files
 
-    from robot_rl.sim2real.fit_common import write_report
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "robot": ROBOT,
-        "logs": [log.source for log in logs],
-        "windows": result.windows,
-        "horizon_s": opts.horizon_s,
-        "cost": {"nominal": float(result.cost_nominal), "fitted": float(result.cost_fitted)},
-        "parameters": {
-            name: {
-                "value": float(e.value),
-                "interval": [float(e.interval[0]), float(e.interval[1])],
-                "nominal": float(e.nominal),
-                "fitted": e.fitted,
-                "how": e.how,
-            }
-            for name, e in result.estimates.items()
-        },
-    }
-    path = out_dir / "sysid.yaml"
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
-    tmp.replace(path)
-    initial, opt = result.parameter_dicts
-    write_report(
-        "Arm system identification",
-        out_dir / "report.html",
-        initial,
-        opt,
-        result.covariance,
-        result.trace,
-        FITTED,
-        result.candidates,
+    return write_fit_files(
+        result, out_dir, ROBOT, [log.source for log in logs], opts.horizon_s, "Arm system identification", FITTED
     )
-    return path

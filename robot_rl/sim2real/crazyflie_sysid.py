@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_rl.sim2real.fit_common import clustered_half_widths, write_report
+from robot_rl.sim2real.fit_common import Estimate, clustered_half_widths
 from robot_rl.sim2real.flight_log import FlightLog
 from sim.crazyflie_replay import CrazyflieReplay
 from sim.tasks.crazyflie.physical import MAX_LATENCY_SUBSTEPS, SUBSTEP_S, CrazyflieParams
@@ -44,20 +44,6 @@ class SysidOptions:
     mass_kg: float = CrazyflieParams().mass_kg
     max_iters: int = 30
     latency_range_s: tuple[float, float] = (0.0, MAX_LATENCY_SUBSTEPS * SUBSTEP_S)
-
-
-@dataclass
-class Estimate:
-    value: float
-    nominal: float
-    below: float  # the 95% confidence interval is [value - below, value + above]; inf when the logs cannot tell
-    above: float
-    fitted: bool
-    how: str
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        return (self.value - self.below, self.value + self.above)
 
 
 @dataclass
@@ -313,42 +299,16 @@ def _jacobian(problem: _Problem, values: dict[str, float]) -> tuple[list[np.ndar
 
 
 def write_fit(result: SysidResult, out_dir: Path, logs: Sequence[FlightLog], opts: SysidOptions) -> Path:
-    """out_dir/sysid.yaml (what task.params.sysid= reads: values, 95% intervals, how each was found, the logs)
-    and out_dir/report.html, mujoco.sysid's report (parameter table, covariance, optimizer trace)."""
-    import yaml
+    """out_dir/sysid.yaml (what task.params.sysid= reads) with the latency search's costs, and report.html."""
+    from robot_rl.sim2real.fit_common import write_fit_files
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "robot": "crazyflie_2_1",
-        "logs": [log.source for log in logs],
-        "windows": result.windows,
-        "horizon_s": opts.horizon_s,
-        "cost": {"nominal": float(result.cost_nominal), "fitted": float(result.cost_fitted)},
-        "parameters": {
-            name: {
-                "value": float(e.value),
-                "interval": [float(e.interval[0]), float(e.interval[1])],
-                "nominal": float(e.nominal),
-                "fitted": e.fitted,
-                "how": e.how,
-            }
-            for name, e in result.estimates.items()
-        },
-        "latency_costs": {f"{k * 1000:.0f} ms": float(v) for k, v in result.latency_costs.items()},
-    }
-    path = out_dir / "sysid.yaml"
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
-    tmp.replace(path)
-    initial, opt = result.parameter_dicts
-    write_report(
+    return write_fit_files(
+        result,
+        out_dir,
+        "crazyflie_2_1",
+        [log.source for log in logs],
+        opts.horizon_s,
         "Crazyflie system identification",
-        out_dir / "report.html",
-        initial,
-        opt,
-        result.covariance,
-        result.trace,
         FITTED,
-        result.candidates,
+        latency_costs={f"{k * 1000:.0f} ms": float(v) for k, v in result.latency_costs.items()},
     )
-    return path

@@ -3,9 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+
+@dataclass
+class Estimate:
+    """One parameter of a fit."""
+
+    value: float
+    nominal: float
+    below: float  # the 95% confidence interval is [value - below, value + above]; inf when the logs cannot tell
+    above: float
+    fitted: bool = True
+    how: str = "least squares (mujoco.sysid)"
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return (self.value - self.below, self.value + self.above)
 
 
 def clustered_half_widths(r: np.ndarray, jac: np.ndarray, clusters: np.ndarray) -> np.ndarray:
@@ -58,3 +75,41 @@ def write_report(
             )
         )
     rb.save(str(path))
+
+
+def write_fit_files(
+    result, out_dir: Path, robot: str, logs: Sequence[str], horizon_s: float, title: str, names: Sequence[str], **extra
+) -> Path:
+    """out_dir/sysid.yaml (what task.params.sysid= reads: robot, logs, each parameter's value, 95% interval,
+    nominal and how it was found; extra keys after those) and out_dir/report.html, mujoco.sysid's report.
+    result: a robot's fit result (estimates, windows, costs, parameter_dicts, covariance, trace, candidates)."""
+    import yaml
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "robot": robot,
+        "logs": list(logs),
+        "windows": result.windows,
+        "horizon_s": horizon_s,
+        "cost": {"nominal": float(result.cost_nominal), "fitted": float(result.cost_fitted)},
+        "parameters": {
+            name: {
+                "value": float(e.value),
+                "interval": [float(e.interval[0]), float(e.interval[1])],
+                "nominal": float(e.nominal),
+                "fitted": e.fitted,
+                "how": e.how,
+            }
+            for name, e in result.estimates.items()
+        },
+        **extra,
+    }
+    path = out_dir / "sysid.yaml"
+    tmp = path.with_suffix(".yaml.tmp")
+    tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
+    tmp.replace(path)
+    initial, opt = result.parameter_dicts
+    write_report(
+        title, out_dir / "report.html", initial, opt, result.covariance, result.trace, names, result.candidates
+    )
+    return path

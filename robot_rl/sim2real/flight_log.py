@@ -29,6 +29,7 @@ from robot_rl.sim2real.log_common import (
     LogReport,
     commands_in_effect,
     evenly_spaced,
+    held_points,
     order_stamps,
     period_and_gaps,
     publish_s,
@@ -172,19 +173,16 @@ def read_flight_log(path: str | Path, namespace: str | None = None) -> FlightLog
         i = int(np.argmax(~np.isfinite(cmd_vals).all(axis=1)))
         raise LogError(f"{path}: {command_topic}: a non-finite command in message {i}")
     commands, commanded, _ = commands_in_effect(pub, cmd_pub, cmd_vals)
-    report = LogReport(
-        state_topic=state_topic,
-        command_topic=command_topic,
-        state_messages=len(by_topic[state_topic]),
-        command_messages=len(cmd_rows),
-        duplicates=duplicates,
-        reordered=reordered,
-        gaps=gaps,
-        clock_offset_s=float(np.median(offset)),
-        clock_jitter_s=float(np.median(np.abs(offset - np.median(offset)))),
-        period_s=period,
+    report = LogReport.of(
+        state_topic,
+        command_topic,
+        (len(by_topic[state_topic]), len(cmd_rows)),
+        (duplicates, reordered),
+        gaps,
+        offset,
+        period,
     )
-    goal = _held_goals(by_topic.get(f"{ns}/goal", []), pub)
+    goal = held_points(by_topic.get(f"{ns}/goal", []), pub)
     if not math.isfinite(report.clock_offset_s):
         raise LogError(f"{path}: {state_topic}: no usable publish times")
     return FlightLog(
@@ -200,15 +198,3 @@ def read_flight_log(path: str | Path, namespace: str | None = None) -> FlightLog
         report=report,
         goal=goal,
     )
-
-
-def _held_goals(rows: list, state_pub: np.ndarray) -> np.ndarray | None:
-    """The goal in effect at each state (by publish time, held; the first one before it arrived)."""
-    if not rows:
-        return None
-    pub = publish_s(rows)
-    vals = np.array([(m.point.x, m.point.y, m.point.z) for _, _, m in rows], dtype=np.float64)
-    order = np.argsort(pub, kind="stable")
-    pub, vals = pub[order], vals[order]
-    idx = np.clip(np.searchsorted(pub, state_pub, side="right") - 1, 0, len(vals) - 1)
-    return vals[idx]

@@ -33,6 +33,33 @@ class LogReport:
     clock_jitter_s: float = 0.0  # their spread (median absolute deviation)
     period_s: float = 0.01
 
+    @classmethod
+    def of(
+        cls,
+        state_topic: str,
+        command_topic: str,
+        counts: tuple[int, int],
+        order: tuple[int, int],
+        gaps,
+        offset_s: np.ndarray,
+        period_s: float,
+    ) -> LogReport:
+        """From the alignment's findings: message counts (state, command), (duplicates, reordered), the gaps and
+        each state message's publish time minus its stamp."""
+        median = float(np.median(offset_s))
+        return cls(
+            state_topic=state_topic,
+            command_topic=command_topic,
+            state_messages=counts[0],
+            command_messages=counts[1],
+            duplicates=order[0],
+            reordered=order[1],
+            gaps=gaps,
+            clock_offset_s=median,
+            clock_jitter_s=float(np.median(np.abs(offset_s - median))),
+            period_s=period_s,
+        )
+
     def lines(self) -> list[str]:
         dropped = sum(max(0, round(length / self.period_s) - 1) for _, length in self.gaps)
         return [
@@ -148,3 +175,15 @@ def log_topics(path: str | Path) -> set[str]:
     except Exception:  # noqa: BLE001 - any unreadable file: the reader reports it
         return set()
     return {c.topic for c in summary.channels.values()} if summary is not None else set()
+
+
+def held_points(rows: list, state_pub: np.ndarray) -> np.ndarray | None:
+    """The PointStamped in effect at each state (a goal, a reach target), by publish time, held; the first one
+    before it arrived. None without messages."""
+    if not rows:
+        return None
+    pub = publish_s(rows)
+    vals = np.array([(m.point.x, m.point.y, m.point.z) for _, _, m in rows], dtype=np.float64)
+    order = np.argsort(pub, kind="stable")
+    idx = np.clip(np.searchsorted(pub[order], state_pub, side="right") - 1, 0, len(vals) - 1)
+    return vals[order][idx]

@@ -5,3 +5,30 @@ HIDDEN = {"mass_kg": 0.027 * 1.15, "thrust_scale": 0.9, "motor_tau_s": 0.08, "la
 # mocap-like sensing: the bridge's odometry noise, no sensing delay (the fitted latency is the command's)
 SENSING = {"latency_steps": 0, "position_noise_m": 0.002, "velocity_noise_mps": 0.01}
 FLIGHT_S = 10.0
+
+JOINT_STATE_DEF = (
+    "std_msgs/Header header\nstring[] name\nfloat64[] position\nfloat64[] velocity\nfloat64[] effort\n"
+    "================================================================================\n"
+    "MSG: std_msgs/Header\nbuiltin_interfaces/Time stamp\nstring frame_id\n"
+    "================================================================================\n"
+    "MSG: builtin_interfaces/Time\nint32 sec\nuint32 nanosec\n"
+)
+
+
+def write_joint_state_log(path) -> None:
+    """Another robot's log: 20 sensor_msgs/JointState messages on /joint_states, written by mcap_ros2's writer."""
+    from mcap_ros2.writer import Writer
+
+    with open(path, "wb") as f:
+        w = Writer(f)
+        schema = w.register_msgdef("sensor_msgs/msg/JointState", JOINT_STATE_DEF)
+        for k in range(20):
+            msg = {
+                "header": {"stamp": {"sec": 1, "nanosec": k * 10_000_000}, "frame_id": ""},
+                "name": ["panda_joint1"],
+                "position": [0.1 * k],
+                "velocity": [0.0],
+                "effort": [0.0],
+            }
+            w.write_message("/joint_states", schema, msg, log_time=k * 10_000_000, publish_time=k * 10_000_000)
+        w.finish()

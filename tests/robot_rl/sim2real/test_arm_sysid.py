@@ -157,29 +157,10 @@ def test_noise_free_fit_is_exact_and_parameters_reach_the_model(tmp_path):
 def test_crazyflie_reader_still_refuses_an_arm_log_without_commands(tmp_path, capsys):
     """A log with joint_states but no forward controller commands is not an arm log the fit can use: it takes the
     Crazyflie path, which names it as another robot's log in one line (exit 2)."""
-    from mcap_ros2.writer import Writer
+    from sim2real_robot import write_joint_state_log
 
     path = tmp_path / "arm.mcap"
-    with open(path, "wb") as f:
-        w = Writer(f)
-        schema = w.register_msgdef(
-            "sensor_msgs/msg/JointState",
-            "std_msgs/Header header\nstring[] name\nfloat64[] position\nfloat64[] velocity\nfloat64[] effort\n"
-            "================================================================================\n"
-            "MSG: std_msgs/Header\nbuiltin_interfaces/Time stamp\nstring frame_id\n"
-            "================================================================================\n"
-            "MSG: builtin_interfaces/Time\nint32 sec\nuint32 nanosec\n",
-        )
-        for k in range(20):
-            msg = {
-                "header": {"stamp": {"sec": 1, "nanosec": k * 10_000_000}, "frame_id": ""},
-                "name": ["panda_joint1"],
-                "position": [0.1 * k],
-                "velocity": [0.0],
-                "effort": [0.0],
-            }
-            w.write_message("/joint_states", schema, msg, log_time=k * 10_000_000, publish_time=k * 10_000_000)
-        w.finish()
+    write_joint_state_log(path)
     assert main(["sysid", f"log={path}", f"out={tmp_path / 'fit'}"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not of a Crazyflie" in err, err

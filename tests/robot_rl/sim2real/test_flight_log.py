@@ -81,6 +81,8 @@ def test_replay_under_the_hidden_parameters_matches_the_log(perturbed_flight):
 
 def _bad_logs(src, tmp_path):
     """(file, what the one error line must name) for each kind of bad log."""
+    from sim2real_robot import write_joint_state_log
+
     cut = tmp_path / "truncated.mcap"
     data = src.read_bytes()
     cut.write_bytes(data[: len(data) // 2])
@@ -107,28 +109,7 @@ def _bad_logs(src, tmp_path):
 
     _copy(src, jumped, payload=swap)
     arm = tmp_path / "arm.mcap"
-    from mcap_ros2.writer import Writer
-
-    with open(arm, "wb") as f:
-        w = Writer(f)
-        schema = w.register_msgdef(
-            "sensor_msgs/msg/JointState",
-            "std_msgs/Header header\nstring[] name\nfloat64[] position\nfloat64[] velocity\nfloat64[] effort\n"
-            "================================================================================\n"
-            "MSG: std_msgs/Header\nbuiltin_interfaces/Time stamp\nstring frame_id\n"
-            "================================================================================\n"
-            "MSG: builtin_interfaces/Time\nint32 sec\nuint32 nanosec\n",
-        )
-        for k in range(20):
-            msg = {
-                "header": {"stamp": {"sec": 1, "nanosec": k * 10_000_000}, "frame_id": ""},
-                "name": ["panda_joint1"],
-                "position": [0.1 * k],
-                "velocity": [0.0],
-                "effort": [0.0],
-            }
-            w.write_message("/joint_states", schema, msg, log_time=k * 10_000_000, publish_time=k * 10_000_000)
-        w.finish()
+    write_joint_state_log(arm)
     return [
         (cut, "truncated or damaged MCAP"),
         (no_cmd, "/cf1/cmd_vel_legacy"),
