@@ -2,9 +2,10 @@
 
     python -m robot_rl.training.convert_checkpoint --trust OLD.pt NEW.pt [--config RUN/config.yaml]
 
-Older checkpoints stored numpy's RNG state as a numpy array, which only Python's pickle reads, and pickle runs
-whatever a file asks it to. So OLD is read with pickle, which is why --trust is required: convert only files you
-made or got from someone you trust. The result holds tensors and plain containers only, plus the task record
+Older checkpoints stored numpy's RNG state as a numpy array, which torch's data-only loader refuses. With --trust
+(an older file's acknowledgement), OLD is read by that same loader (weights_only=True) allowing exactly the numpy
+globals an array needs (NUMPY_ARRAY_GLOBALS): nothing in the file can run code, and a file that names any other
+global is refused. The result holds tensors and plain containers only, plus the task record
 (task, robot, observation layout, task config hash) taken from the run's config.yaml: by default the one of
 OLD's run (OLD's folder or the folder above checkpoints/). NEW may be OLD. Exit code 0, or 2 with one line.
 """
@@ -12,6 +13,7 @@ OLD's run (OLD's folder or the folder above checkpoints/). NEW may be OLD. Exit 
 from __future__ import annotations
 
 import argparse
+import pickle
 import sys
 import warnings
 from pathlib import Path
@@ -31,6 +33,8 @@ from robot_rl.training.checkpoint import (
 )
 
 PLAIN = (str, int, float, bool, type(None), torch.Tensor)
+# what unpickling a numpy array takes (torch.serialization.get_unsafe_globals_in_checkpoint of an old checkpoint)
+NUMPY_ARRAY_GLOBALS = [np.ndarray, np._core.multiarray._reconstruct, np.dtype, type(np.dtype(np.uint32))]
 
 
 def to_data(obj, where: str = "checkpoint"):
@@ -46,6 +50,12 @@ def to_data(obj, where: str = "checkpoint"):
     if isinstance(obj, PLAIN):
         return obj
     raise CheckpointError(f"{where} is a {type(obj).__module__}.{type(obj).__qualname__}, which has no data form")
+
+
+def _extra_globals(path: Path) -> str:
+    allowed = {f"{g.__module__}.{g.__qualname__}" for g in NUMPY_ARRAY_GLOBALS}
+    names = [n for n in torch.serialization.get_unsafe_globals_in_checkpoint(path) if n not in allowed]
+    return ", ".join(names[:5]) or "unknown"
 
 
 def _run_config_path(old: Path) -> Path:
@@ -65,19 +75,23 @@ def convert(old: Path, new: Path, config: Path | None = None, trust: bool = Fals
     except CheckpointError:
         if not trust:
             raise CheckpointError(
-                f"{old} needs Python's pickle to read, which runs any code the file holds: convert only a file you "
-                "trust, and say so with --trust"
+                f"{old} holds numpy arrays, which only pickle globals rebuild: convert it with --trust (the data-only "
+                "loader then allows numpy's array globals and nothing else; no code in the file runs)"
             ) from None
-        print(
-            f"convert_checkpoint: reading {old} with pickle (weights_only=False) because --trust was given",
-            file=sys.stderr,
-        )
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), torch.serialization.safe_globals(NUMPY_ARRAY_GLOBALS):
             warnings.simplefilter("ignore")
             try:
-                ckpt = torch.load(old, map_location="cpu", weights_only=False)
+                ckpt = torch.load(old, map_location="cpu", weights_only=True)
+            except pickle.UnpicklingError:
+                raise CheckpointError(f"{old} names globals beyond numpy's arrays ({_extra_globals(old)}): refused, "
+                                      "nothing in it was run") from None  # fmt: skip
             except Exception as e:
                 raise CheckpointError(f"{old} cannot be read ({type(e).__name__}): it is corrupt") from None
+        print(
+            f"convert_checkpoint: read {old} with numpy's array globals allowed (weights_only=True) because --trust "
+            "was given",
+            file=sys.stderr,
+        )
     if not isinstance(ckpt, dict) or "actor_state_dict" not in ckpt or "iteration" not in ckpt:
         raise CheckpointError(f"{old} lacks the policy or iteration: not a robot_rl checkpoint")
     rng = ckpt.get("rng") or {}

@@ -211,3 +211,13 @@ def test_resume_refuses_an_edited_task_config_and_says_what_it_does_with_overrid
     cfg_path.write_text(yaml.safe_dump(edited))
     commands.cmd_train([f"resume={run}", "train.iterations=3", "resume_finished=true"])
     assert latest_checkpoint(run).name == "model_3.pt"
+
+
+def test_convert_with_trust_still_runs_nothing(tmp_path):
+    """--trust allows numpy's array globals only: a checkpoint with code in it is refused and its code never runs."""
+    marker = tmp_path / "written_by_the_checkpoint"
+    run = _run_dir(tmp_path, {"actor_state_dict": WritesAFile(marker), "iteration": 1})
+    p = run_cli("--trust", str(run / "checkpoints" / "model_1.pt"), str(tmp_path / "new.pt"),
+                module="robot_rl.training.convert_checkpoint")  # fmt: skip
+    one_line_error(p, "refused")
+    assert not marker.exists() and not (tmp_path / "new.pt").exists()
