@@ -19,14 +19,14 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import mujoco
 import numpy as np
 
 from robot_rl.sim2real.arm_log import ARM_JOINTS, ArmLog
-from robot_rl.sim2real.fit_common import Estimate, clustered_half_widths
+from robot_rl.sim2real.fit_common import Estimate, FitResult, clustered_half_widths
 from sim.tasks.arm import MODEL_PATH, OBJECTS, body_name
 from sim.tasks.arm.physical import ARM_JOINTS as JOINT_NAMES
 from sim.tasks.arm.physical import ROBOT, ArmParams, nominal_values
@@ -51,16 +51,7 @@ class SysidOptions:
 
 
 @dataclass
-class SysidResult:
-    estimates: dict[str, Estimate]
-    cost_nominal: float
-    cost_fitted: float
-    windows: int
-    trace: list[float] = field(default_factory=list)
-    candidates: list[np.ndarray] = field(default_factory=list)
-    covariance: np.ndarray | None = None
-    parameter_dicts: tuple = ()  # (initial, optimized) ParameterDicts, for sysid's report
-
+class SysidResult(FitResult):
     def params(self) -> ArmParams:
         return ArmParams(**{k: e.value for k, e in self.estimates.items()})
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_rl.sim2real.fit_common import Estimate, clustered_half_widths
+from robot_rl.sim2real.fit_common import Estimate, FitResult, clustered_half_widths
 from robot_rl.sim2real.flight_log import FlightLog
 from sim.crazyflie_replay import CrazyflieReplay
 from sim.tasks.crazyflie.physical import MAX_LATENCY_SUBSTEPS, SUBSTEP_S, CrazyflieParams
@@ -47,16 +47,8 @@ class SysidOptions:
 
 
 @dataclass
-class SysidResult:
-    estimates: dict[str, Estimate]
-    cost_nominal: float
-    cost_fitted: float
-    windows: int
-    latency_costs: dict[float, float]  # latency_s -> fitted cost, the search's evaluations
-    trace: list[float] = field(default_factory=list)  # optimizer objective at the chosen latency
-    candidates: list[np.ndarray] = field(default_factory=list)  # and its iterates
-    covariance: np.ndarray | None = None
-    parameter_dicts: tuple = ()  # (initial, optimized) mujoco.sysid ParameterDicts, for its report
+class SysidResult(FitResult):
+    latency_costs: dict[float, float] = field(default_factory=dict)  # latency_s -> fitted cost, the search's
 
     def params(self) -> CrazyflieParams:
         return CrazyflieParams(**{k: e.value for k, e in self.estimates.items()})

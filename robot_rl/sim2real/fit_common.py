@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +23,20 @@ class Estimate:
     @property
     def interval(self) -> tuple[float, float]:
         return (self.value - self.below, self.value + self.above)
+
+
+@dataclass
+class FitResult:
+    """What a robot's fit found; write_fit_files writes it."""
+
+    estimates: dict[str, Estimate]
+    cost_nominal: float
+    cost_fitted: float
+    windows: int
+    trace: list[float] = field(default_factory=list)  # optimizer objective (at the chosen latency, Crazyflie)
+    candidates: list[np.ndarray] = field(default_factory=list)  # and its iterates
+    covariance: np.ndarray | None = None
+    parameter_dicts: tuple = ()  # (initial, optimized) mujoco.sysid ParameterDicts, for its report
 
 
 def clustered_half_widths(r: np.ndarray, jac: np.ndarray, clusters: np.ndarray) -> np.ndarray:
