@@ -154,9 +154,7 @@ def read_arm_log(path: str | Path, namespace: str | None = None) -> ArmLog:
     if not has_vel:  # positions only: velocities by differences
         vel = np.gradient(pos, t, axis=0)
     cmd_rows = by_topic[command_topic]
-    commands, commanded, published = commands_in_effect(
-        pub, publish_s(cmd_rows), _commands(command_topic, cmd_rows, path)
-    )
+    in_effect = commands_in_effect(pub, publish_s(cmd_rows), _commands(command_topic, cmd_rows, path))
     offset = pub - stamps
     report = LogReport.of(
         state_topic,
@@ -166,6 +164,7 @@ def read_arm_log(path: str | Path, namespace: str | None = None) -> ArmLog:
         gaps,
         offset,
         period,
+        in_effect.superseded,
     )
     if not math.isfinite(report.clock_offset_s):
         raise LogError(f"{path}: {state_topic}: no usable publish times")
@@ -175,9 +174,9 @@ def read_arm_log(path: str | Path, namespace: str | None = None) -> ArmLog:
         t=t,
         position=pos,
         velocity=vel,
-        commands=commands,
-        commanded=commanded,
+        commands=in_effect.commands,
+        commanded=in_effect.commanded,
         report=report,
         target=held_points(by_topic.get(f"{ns}/target_position", []), pub),
-        published=published,
+        published=in_effect.published,
     )

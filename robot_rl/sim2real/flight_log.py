@@ -172,7 +172,7 @@ def read_flight_log(path: str | Path, namespace: str | None = None) -> FlightLog
     if not np.isfinite(cmd_vals).all():
         i = int(np.argmax(~np.isfinite(cmd_vals).all(axis=1)))
         raise LogError(f"{path}: {command_topic}: a non-finite command in message {i}")
-    commands, commanded, _ = commands_in_effect(pub, cmd_pub, cmd_vals)
+    in_effect = commands_in_effect(pub, cmd_pub, cmd_vals)
     report = LogReport.of(
         state_topic,
         command_topic,
@@ -181,6 +181,7 @@ def read_flight_log(path: str | Path, namespace: str | None = None) -> FlightLog
         gaps,
         offset,
         period,
+        in_effect.superseded,
     )
     goal = held_points(by_topic.get(f"{ns}/goal", []), pub)
     if not math.isfinite(report.clock_offset_s):
@@ -193,8 +194,8 @@ def read_flight_log(path: str | Path, namespace: str | None = None) -> FlightLog
         velocity=vals[:, 3:6],
         quaternion=vals[:, 6:10],
         angular_velocity=vals[:, 10:13],
-        commands=commands,
-        commanded=commanded,
+        commands=in_effect.commands,
+        commanded=in_effect.commanded,
         report=report,
         goal=goal,
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,6 +33,7 @@ class LogReport:
     clock_offset_s: float = 0.0  # median(publish time - stamp) of the state messages
     clock_jitter_s: float = 0.0  # their spread (median absolute deviation)
     period_s: float = 0.01
+    superseded: int = 0  # commands replaced by a newer one before the next state (used for no step)
 
     @classmethod
     def of(
@@ -43,6 +45,7 @@ class LogReport:
         gaps,
         offset_s: np.ndarray,
         period_s: float,
+        superseded: int = 0,
     ) -> LogReport:
         """From the alignment's findings: message counts (state, command), (duplicates, reordered), the gaps and
         each state message's publish time minus its stamp."""
@@ -58,13 +61,15 @@ class LogReport:
             clock_offset_s=median,
             clock_jitter_s=float(np.median(np.abs(offset_s - median))),
             period_s=period_s,
+            superseded=superseded,
         )
 
     def lines(self) -> list[str]:
         dropped = sum(max(0, round(length / self.period_s) - 1) for _, length in self.gaps)
         return [
             f"state {self.state_topic}: {self.state_messages} messages at {1 / self.period_s:.0f} Hz; "
-            f"commands {self.command_topic}: {self.command_messages}",
+            f"commands {self.command_topic}: {self.command_messages} ({self.superseded} superseded within a state "
+            "step)",
             f"repaired: {self.duplicates} duplicate stamps dropped, {self.reordered} out-of-order messages sorted",
             f"gaps: {len(self.gaps)} ({dropped} state messages missing"
             + (f", longest {max(g for _, g in self.gaps) * 1000:.0f} ms)" if self.gaps else ")"),
@@ -136,13 +141,18 @@ def period_and_gaps(topic: str, stamps: np.ndarray, path: Path) -> tuple[float, 
     return period, [(float(stamps[i] - stamps[0]), float(dt[i])) for i in np.flatnonzero(dt > GAP_FACTOR * period)]
 
 
-def commands_in_effect(
-    state_pub: np.ndarray, cmd_pub: np.ndarray, cmd_vals: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+class CommandsInEffect(NamedTuple):
+    commands: np.ndarray  # (T, D) the command in effect over each state step
+    commanded: np.ndarray  # (T,) bool: some command was in effect
+    # (T,) how many commands fell in each step; more than one and the robot may have used an earlier one for part
+    # of the step (or, stepped by commands, taken a step for each)
+    published: np.ndarray
+    superseded: int  # commands followed by another before the next state: in effect for no step
+
+
+def commands_in_effect(state_pub: np.ndarray, cmd_pub: np.ndarray, cmd_vals: np.ndarray) -> CommandsInEffect:
     """The command in effect over each state step: the newest published after state k's publication and before
-    state k+1's (held otherwise). Returns (commands (T, D), commanded (T,) bool: some command was in effect,
-    published (T,) int: how many commands fell in each step; more than one and the robot may have used an earlier
-    one for part of the step, or, stepped by commands, taken a step for each)."""
+    state k+1's (held otherwise)."""
     order = np.argsort(cmd_pub, kind="stable")
     cmd_pub, cmd_vals = cmd_pub[order], cmd_vals[order]
     step = np.searchsorted(state_pub, cmd_pub, side="right") - 1
@@ -153,7 +163,7 @@ def commands_in_effect(
     commands[has] = cmd_vals[last[has]]
     commanded[has] = True
     published = np.bincount(step[step >= 0], minlength=len(state_pub))[: len(state_pub)]
-    return commands, commanded, published
+    return CommandsInEffect(commands, commanded, published, len(step) - len(np.unique(step)))
 
 
 def evenly_spaced(t: np.ndarray, commanded: np.ndarray, period_s: float, k0: int, length: int) -> bool:

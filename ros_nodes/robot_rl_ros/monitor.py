@@ -93,24 +93,36 @@ class InputMonitor:
 
 @dataclass
 class CommanderWatch:
-    """Who else publishes the robot's command topic, as the graph says: a fault while anyone does."""
+    """Who else publishes the robot's command topic, as the graph says: a fault while anyone does, and until
+    the graph has shown nobody else for `clear_checks` checks in a row (a loaded machine's DDS graph cache
+    drops an endpoint for one query now and then: measured in CI, a second commander vanished for one 0.1 s
+    check, the node armed, and the next check found it again)."""
 
+    clear_checks: int = 10
     conflict: str | None = None  # the current fault's reason, None while the safety node is alone
     checks_with_conflict: int = 0
+    clean_checks: int = 0  # checks in a row without another publisher since the last conflict
     # why the graph may not show every publisher yet (discovery still settling); blocks arming
     settling: str | None = None
 
     @property
     def blocker(self) -> str | None:
-        """What keeps the robot from arming: another commander, or a graph not yet settled."""
+        """What keeps the robot from arming: another commander (also while it may be gone), or a graph not yet
+        settled."""
+        if self.conflict and self.clean_checks:
+            return f"{self.conflict} (not seen for {self.clean_checks} of {self.clear_checks} graph checks)"
         return self.conflict or self.settling
 
     def update(self, topic: str, others: list[str], settling: str | None = None) -> str | None:
         """Record a graph check; returns the reason when a conflict appears or changes (to act on once)."""
         self.settling = settling
         if not others:
-            self.conflict = None
+            if self.conflict is not None:
+                self.clean_checks += 1
+                if self.clean_checks >= self.clear_checks:
+                    self.conflict, self.clean_checks = None, 0
             return None
+        self.clean_checks = 0
         reason = f"second publisher on {topic}: {', '.join(others)}"
         self.checks_with_conflict += 1
         new = reason != self.conflict

@@ -71,6 +71,7 @@ class SafetyNodeBase(Node, ABC):
         self.hardware_id = hardware_id
         self.event_gap_s = event_gap_s
         self.last_pub_time = -1.0
+        self.last_pub_wall = -1.0
         self.n_events_reported = 0
         self.last_mode = None
         self.mode_pub = self.create_publisher(String, "safety/mode", qos.LATCHED)
@@ -141,10 +142,19 @@ class SafetyNodeBase(Node, ABC):
             self.emergency_client.call_async(Empty.Request())  # the robot's own e-stop as a second path
         self._after_input()
 
+    def mark_sent(self, now: float) -> None:
+        """Call after each command published: the keep-alive timer measures silence from here."""
+        self.last_pub_time, self.last_pub_wall = now, time.monotonic()
+
     def _on_timer(self) -> None:
         now = self.now()
-        # The timer keeps the stream alive and runs the watchdogs; skip it when the event path just sent.
-        if self.sup.mode.name != "ACTIVE" or now - self.last_pub_time >= self.event_gap_s or now < self.last_pub_time:
+        # The timer keeps the stream alive and runs the watchdogs; skip it when the event path just sent. On
+        # simulated time the gap must hold in wall time too: a /clock jump that reaches this node before the
+        # policy's action for the same step is no silence (a keep-alive sent then is a second command in the
+        # step, which a lock-step bridge may take as the step's command; seen in CI on a loaded machine).
+        gap = self.event_gap_s
+        silent = now - self.last_pub_time >= gap and time.monotonic() - self.last_pub_wall >= gap
+        if self.sup.mode.name != "ACTIVE" or silent or now < self.last_pub_time:
             self._send()
         else:
             self.sup.check(now)
@@ -236,5 +246,5 @@ class JointSafetyNode(SafetyNodeBase):
         q = self.sup.step(now)
         if q is not None:
             self.cmd_pub.publish(Float64MultiArray(data=[float(x) for x in self._command_data(q)]))
-            self.last_pub_time = now
+            self.mark_sent(now)
         self._after_input()

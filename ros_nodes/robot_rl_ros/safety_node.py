@@ -133,7 +133,7 @@ class SafetyNode(SafetyNodeBase):
             self.cmd_pub.publish(rpyt_to_twist(cmd))
         if not np.any(cmd if self.motors else cmd[3]) and self.cmd_pub.get_subscription_count() > 0:
             self.sup.note_unlock_delivered(now)
-        self.last_pub_time = now
+        self.mark_sent(now)
         self._after_input()
 
 

@@ -291,12 +291,20 @@ def test_a_second_commander_blocks_arming_and_lands_once_armed():
     sup.on_action(np.array([0.0, 0.0, 0.0, 38000.0]), 0.0)
     sup.on_command_publishers(0.0, "/cf1/cmd_vel_legacy", ["/cf1/intruder"])
     assert "second publisher on /cf1/cmd_vel_legacy: /cf1/intruder" in sup.arm(0.0)
+    # gone from one graph query is not gone: arming waits for clear_checks clean checks in a row
+    for k in range(sup.commanders.clear_checks - 1):
+        sup.on_command_publishers(0.001 * k, "/cf1/cmd_vel_legacy", [])
+        assert "not seen for" in sup.arm(0.001 * k) and sup.mode != Mode.ACTIVE
+    sup.on_command_publishers(0.01, "/cf1/cmd_vel_legacy", ["/cf1/intruder"])  # back: the count starts again
+    for _ in range(sup.commanders.clear_checks - 1):
+        sup.on_command_publishers(0.01, "/cf1/cmd_vel_legacy", [])
+    assert sup.arm(0.01) is not None
     sup.on_command_publishers(0.01, "/cf1/cmd_vel_legacy", [])
     assert sup.arm(0.01) is None and sup.mode == Mode.ACTIVE
     for k in range(3):
         sup.on_command_publishers(0.02 + k * 0.1, "/cf1/cmd_vel_legacy", ["/cf1/intruder"])
     assert sup.mode == Mode.LAND and "second publisher" in sup.reason
-    assert sup.counters()["command.second_publisher"] == 4
+    assert sup.counters()["command.second_publisher"] == 5
     assert sum(e.kind == "LAND" for e in sup.events.since(0)) == 1  # one event per conflict, not per check
 
 

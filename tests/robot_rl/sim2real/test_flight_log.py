@@ -60,7 +60,11 @@ def test_log_aligns_states_and_commands(perturbed_flight):
     sent_rpyt = {tuple(np.round(cmd_vel_legacy_to_rpyt(*m), 9)) for m in sent}
     used = {tuple(row) for row in np.round(log.commands[log.commanded], 9)}
     assert used <= sent_rpyt  # nothing invented
-    assert len(used) >= 0.95 * len(sent_rpyt), (len(used), len(sent_rpyt))  # a command lost only when superseded
+    # a command is in effect for no step only when a newer one came before the next state (the report counts
+    # those); on a loaded machine a few percent are, never most
+    assert len(sent_rpyt) - len(used) <= log.report.superseded, (len(used), len(sent_rpyt), log.report.superseded)
+    assert log.report.superseded <= 0.2 * len(sent), log.report.superseded
+    assert f"({log.report.superseded} superseded within a state step)" in "\n".join(log.report.lines())
 
 
 def test_replay_under_the_hidden_parameters_matches_the_log(perturbed_flight):
