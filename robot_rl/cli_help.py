@@ -7,7 +7,6 @@ composed default config) and its allowed values (from the config schema).
 from __future__ import annotations
 
 import ctypes.util
-import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -29,6 +28,7 @@ TRAINING = (
     "resume_finished",
     "init_from",
     "train",
+    "imitation",
     "task",
     "backend",
     "algo",
@@ -55,7 +55,7 @@ VERBS = {
     ),
     "imitate": Verb(
         "imitate [key=value ...]",
-        "DAgger warm start from the task's CBF planner teacher (crazyflie_swarm); then train init_from=<run>.",
+        "DAgger warm start from the task's scripted teacher, as its own run; then train init_from=<run>.",
         (),
         ("seed", "run_name", "runs_root", "task", "imitation"),
         True,
@@ -176,12 +176,6 @@ def _config_lines(verb: Verb) -> list[str]:
             continue
         rule = rule_for(cfg, path)
         lines.append(_row(f"{path} = {value!r}", rule.allowed() if rule is not None else ""))
-    if "imitation" in verb.config:
-        from robot_rl.training.imitation import DaggerConfig
-
-        for f in dataclasses.fields(DaggerConfig):
-            rule = rule_for({"imitation": {}}, f"imitation.{f.name}")
-            lines.append(_row(f"imitation.{f.name} = {f.default!r}", rule.allowed() if rule else ""))
     return lines
 
 

@@ -30,6 +30,7 @@ from robot_conventions.options import (
     POSITIVE,
     RANDOMIZATION,
     SEED,
+    Choice,
     OptionError,
     Range,
     Rule,
@@ -37,6 +38,7 @@ from robot_conventions.options import (
     option,
     rule_of,
 )
+from robot_rl.training.imitation_config import DaggerConfig
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 FINITE_NUMBER = Range()
@@ -49,9 +51,12 @@ class ConfigError(ValueError):
 # -- the root and the groups without a dataclass of their own ----------------------------------------
 @dataclass
 class TrainConfig:
-    iterations: int = option(300, POS_INT)
+    iterations: int = option(300, NONNEG_INT)  # 0 only after a warm start (it is the run's policy then)
     save_every: int = option(25, POS_INT)
     progress: bool = True
+    # dagger: the actor first imitates the task's scripted expert (DAgger, the imitation.* settings) in the
+    # same run, then trains `iterations` PPO iterations from there; none: from scratch
+    warm_start: str = option("none", Choice(("none", "dagger")))
 
 
 @dataclass
@@ -110,6 +115,7 @@ class RunConfig:
     resume_finished: bool = False  # resume= of a finished run trains it further only when this is set
     init_from: str | None = None  # a NEW run starts from this checkpoint; it trains train.iterations more
     train: TrainConfig = field(default_factory=TrainConfig)
+    imitation: DaggerConfig = field(default_factory=DaggerConfig)  # train.warm_start=dagger and robot-rl imitate
     eval: EvalConfig = field(default_factory=EvalConfig)
     play: PlayConfig = field(default_factory=PlayConfig)
     task: Any = MISSING  # typed by the chosen group option's schema
@@ -234,8 +240,6 @@ def _node_schema(cfg, head: str) -> type | None:
         name = node.get("name") if isinstance(node, (Mapping, DictConfig)) else None
         return option_schema(head, str(name)) if name is not None else None
     if head == "imitation":
-        from robot_rl.training.imitation import DaggerConfig
-
         return DaggerConfig
     return None
 

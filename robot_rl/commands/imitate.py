@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -45,7 +44,7 @@ def imitate_one(cfg: DictConfig, dagger) -> Path:
     student in the PPO trainer's own checkpoint format: `robot-rl train init_from=<it>` starts PPO from it."""
     from dataclasses import asdict
 
-    from robot_rl.training.imitation import run_dagger, teacher_actions, warm_up_critic
+    from robot_rl.training.imitation import dagger_warm_start, summary_line, teacher_actions
     from robot_rl.training.ppo_trainer import PPOTrainer
 
     name = cfg.run_name or new_run_name(cfg.task.name, f"{cfg.algo.name}_dagger", int(cfg.seed), Path(cfg.runs_root))
@@ -60,39 +59,24 @@ def imitate_one(cfg: DictConfig, dagger) -> Path:
         raise ConfigError(str(e)) from None
     env.stagger_episodes()  # episodes end at different times: the samples cover every phase of a flight
     trainer = PPOTrainer(env, OmegaConf.to_container(cfg.algo, resolve=True), config_hash=task_config_hash(cfg.task))
+    cfg.imitation = OmegaConf.structured(dagger)  # config.yaml says what ran
     start_run(run_dir, cfg, kind="imitation", imitation=asdict(dagger))
     worlds = env.num_worlds
     print(f"imitate: {run_dir}  ({worlds} worlds, {dagger.rounds} DAgger rounds x {dagger.steps_per_round} env steps)")
-    t0 = time.perf_counter()
     try:
-        history = run_dagger(
-            env, trainer.alg.get_policy(), dagger, seed=int(cfg.seed), progress=bool(cfg.train.progress)
-        )
-        critic = warm_up_critic(trainer, dagger.critic_iterations, bool(cfg.train.progress))
+        record = dagger_warm_start(trainer, dagger, int(cfg.seed), bool(cfg.train.progress))
     except BaseException:
         update_meta(run_dir, status="failed", finished_at=now_iso())
         raise
-    wall = time.perf_counter() - t0
-    # a PPO run started from this checkpoint accounts for the imitation's env steps and time
-    trainer.total_steps += dagger.rounds * dagger.steps_per_round * worlds
-    trainer.train_time_s = wall
     trainer.save(run_dir / "checkpoints" / "model_0.pt")
-    critic = {k: critic[k] for k in ("total_steps", "train_time_s", "mean_return")}
-    write_json_atomic(
-        run_dir / "imitation.json", {"config": asdict(dagger), "rounds": history, "critic_warm_up": critic}
-    )
+    write_json_atomic(run_dir / "imitation.json", record)
     update_meta(
         run_dir,
         status="finished",
         finished_at=now_iso(),
-        train_wall_time_s=round(wall, 2),
+        train_wall_time_s=record["wall_s"],
         total_steps=trainer.total_steps,
         iterations=0,
     )
-    last = history[-1]
-    print(
-        f"imitation wall time: {wall:.1f} s for {trainer.total_steps:,} env steps; last round (beta "
-        f"{last['beta']:g}): loss {last['fresh_loss']:.4f} on its fresh samples, {last['train_loss']:.4f} after "
-        f"fitting; checkpoint {run_dir / 'checkpoints' / 'model_0.pt'}"
-    )
+    print(f"{summary_line(record, trainer.total_steps)}; checkpoint {run_dir / 'checkpoints' / 'model_0.pt'}")
     return run_dir

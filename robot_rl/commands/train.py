@@ -12,7 +12,7 @@ from robot_rl.config import ConfigError, expand_sweep, load_config
 from robot_rl.envs import make_env
 from robot_rl.store.run_status import true_status
 from robot_rl.training.checkpoint import latest_checkpoint, task_config_hash
-from robot_rl.training.run_dir import new_run_name, now_iso, read_meta, update_meta
+from robot_rl.training.run_dir import new_run_name, now_iso, read_meta, update_meta, write_json_atomic
 
 
 def cmd_train(args: list[str]) -> list[Path]:
@@ -22,6 +22,26 @@ def cmd_train(args: list[str]) -> list[Path]:
     for overrides in sweeps:  # validate every combination before spending time on any
         load_config(overrides)
     return [train_one(load_config(o), o) for o in sweeps]
+
+
+def _dagger_warm_start(trainer, cfg: DictConfig, run_dir: Path) -> None:
+    """train.warm_start=dagger: the actor imitates the task's teacher first; its checkpoint is model_0.pt (a
+    run killed later resumes from there without imitating again) and its record imitation.json."""
+    from robot_rl.training.imitation import dagger_warm_start, summary_line, teacher_actions
+    from robot_rl.training.imitation_config import DaggerConfig
+
+    if cfg.algo.name not in ("ppo", "ppo_swarm"):
+        raise ConfigError(f"train.warm_start=dagger warm-starts PPO's actor; algo={cfg.algo.name} has none")
+    dagger = DaggerConfig(**OmegaConf.to_container(cfg.imitation, resolve=True))
+    try:
+        teacher_actions(trainer.env.task, dagger.teacher)
+    except ValueError as e:
+        raise ConfigError(f"train.warm_start=dagger: {e}") from None
+    print(f"warm start: {dagger.rounds} DAgger rounds x {dagger.steps_per_round} env steps from the task's teacher")
+    record = dagger_warm_start(trainer, dagger, int(cfg.seed), bool(cfg.train.progress))
+    trainer.save(run_dir / "checkpoints" / "model_0.pt")
+    write_json_atomic(run_dir / "imitation.json", record)
+    print(summary_line(record, trainer.total_steps))
 
 
 def reward_name(cfg: DictConfig) -> str:
@@ -148,8 +168,13 @@ def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
             trainer.iteration = 0
     setup_s = time.perf_counter() - t_setup
     worlds = env.num_worlds  # a per-drone env has more environments than worlds
+    warm = cfg.train.warm_start == "dagger" and checkpoint is None  # a resumed run was warm-started already
+    if int(cfg.train.iterations) == 0 and not (warm or resuming):
+        raise ConfigError("train.iterations=0 trains nothing; it is allowed only with train.warm_start=dagger")
     print(f"run: {run_dir}  ({worlds} worlds, {int(cfg.train.iterations)} iterations)")
     try:
+        if warm:
+            _dagger_warm_start(trainer, cfg, run_dir)
         result = trainer.learn(
             int(cfg.train.iterations), save_every=int(cfg.train.save_every), progress=bool(cfg.train.progress)
         )

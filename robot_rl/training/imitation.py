@@ -7,10 +7,14 @@
 command the reward settings of the PPO run that follows (e.g. task.params.rewards.safety_guide): the critic
 warm-up learns values under them.
 
-The teacher is a task method giving a command in motor units [0, 1], mapped to the policy's action units
-a = 2 m - 1 in [-1, 1], exactly the inverse of the task's command(a) = 0.5 + 0.5 a (crazyflie_swarm):
-- `sensed_safe_command` (default): the CBF-filtered go-to planner whose barriers come from what the policy
-  senses (ToF beams, delayed neighbour broadcasts); a ToF-only student can imitate it;
+The teacher is the task's scripted expert (Task.teacher, in policy action units [-1, 1]; Task.TEACHERS names
+them, the default first):
+- crazyflie_hover (rpyt): `position_controller`, a cascaded position controller over the firmware's attitude
+  loop, its hover thrust found by integral action on the goal error integral the policy observes
+  (sim.tasks.crazyflie.hover_teacher). `robot-rl train train.warm_start=dagger` runs DAgger in the same run
+  before PPO (the demo's recipe);
+- crazyflie_swarm: `sensed_safe_command` (default), the CBF-filtered go-to planner whose barriers come from
+  what the policy senses (ToF beams, delayed neighbour broadcasts); a ToF-only student can imitate it;
 - `safe_command`: the same filter on the true geometry (stage 1's safety guide). Its reactions to obstacles
   in the ToF deck's blind diagonals cannot be predicted from the observation: measured on 16 held-out
   scenes, its students reached 0.37 success against 0.47 for students of the sensed teacher.
@@ -35,47 +39,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 
 import torch
 from tensordict import TensorDict
 from tqdm import tqdm
 
-from robot_conventions.options import NONNEG_INT, POS_INT, POSITIVE, PROB, option
-
-TEACHERS = ("sensed_safe_command", "safe_command")
-
-
-@dataclass
-class DaggerConfig:
-    teacher: str = "sensed_safe_command"  # the task method that gives the teacher's command (motor units)
-    rounds: int = option(8, POS_INT)
-    steps_per_round: int = option(500, POS_INT)  # env steps per round; each step gives W samples (one per world)
-    beta0: float = option(1.0, PROB)  # teacher probability in round 0
-    beta_decay: float = option(0.5, PROB)  # round r (but the last) uses beta0 * beta_decay**r; the last round uses 0
-    buffer_size: int = option(300_000, POS_INT)  # world-step samples kept (N drones each); the oldest are dropped first
-    updates_per_round: int = option(1500, NONNEG_INT)  # Adam steps after each round
-    batch_size: int = option(256, POS_INT)  # world-steps per Adam step (x N drones)
-    learning_rate: float = option(3e-3, POSITIVE)
-    max_grad_norm: float = option(1.0, POSITIVE)
-    # execute every action (the teacher's too) with the actor's own Gaussian noise, as PPO's rollouts will:
-    # the normalizer statistics then match PPO's, whose updates would otherwise rescale the inputs under the
-    # warm-started weights (without it, PPO's noisy rollouts double the body-rate std within 20 iterations:
-    # the student's rate damping halves and it tumbles); the student also learns to recover from the noise
-    exploration_noise: bool = True
-    # PPO iterations with the actor frozen after DAgger: the critic learns the student's values under the
-    # run's rewards, so PPO's first updates follow advantages instead of an untrained critic's noise
-    critic_iterations: int = option(10, NONNEG_INT)
-
-    def __post_init__(self):
-        if self.rounds < 1 or self.steps_per_round < 1 or self.batch_size < 1:
-            raise ValueError("imitation: rounds, steps_per_round and batch_size must be >= 1")
-        if self.updates_per_round < 0 or self.critic_iterations < 0:
-            raise ValueError("imitation: updates_per_round and critic_iterations must be >= 0")
-        if self.teacher not in TEACHERS:
-            raise ValueError(f"imitation.teacher is one of {', '.join(TEACHERS)}, not '{self.teacher}'")
-        if not 0.0 <= self.beta0 <= 1.0 or not 0.0 <= self.beta_decay <= 1.0:
-            raise ValueError(f"imitation.beta0 and beta_decay are in [0, 1], not {self.beta0}, {self.beta_decay}")
+from robot_rl.training.imitation_config import DaggerConfig
 
 
 def dagger_config(overrides: dict[str, str]) -> DaggerConfig:
@@ -109,12 +79,20 @@ def beta_schedule(round_index: int, rounds: int, beta0: float, decay: float) -> 
     return beta0 * decay**round_index
 
 
-def teacher_actions(task, teacher: str = "sensed_safe_command", num_actions: int | None = None) -> torch.Tensor:
+def teacher_name(task, teacher: str = "") -> str:
+    """The named teacher, or the task's first; ValueError on a task without one."""
+    teachers = task.TEACHERS
+    if not teachers:
+        raise ValueError(f"task '{task.name}' has no teacher to imitate")
+    return teacher or teachers[0]
+
+
+def teacher_actions(task, teacher: str = "", num_actions: int | None = None) -> torch.Tensor:
     """The task's teacher in policy action units: (envs, num_actions) in [-1, 1]; num_actions: the env's
     (default: the whole team per world; 4 when each drone is an environment, robot_rl.envs.PerDroneEnv)."""
-    motors = task.teacher(teacher)  # motor units [0, 1], the inverse of command(a) = 0.5 + 0.5 a
-    shape = (motors.shape[0], -1) if num_actions is None else (-1, num_actions)
-    return (2.0 * motors - 1.0).reshape(shape).float()
+    actions = task.teacher(teacher_name(task, teacher))
+    shape = (actions.shape[0], -1) if num_actions is None else (-1, num_actions)
+    return actions.reshape(shape).float()
 
 
 @dataclass
@@ -282,3 +260,25 @@ def warm_up_critic(trainer, iterations: int, progress: bool = True) -> dict:
         group["lr"] = lr
     trainer.iteration = 0
     return result
+
+
+def dagger_warm_start(trainer, cfg: DaggerConfig, seed: int, progress: bool = True) -> dict:
+    """DAgger on the trainer's actor, then the critic warm-up; the trainer's env steps and training time then
+    count both (a run that goes on from here accounts for them). Returns the imitation.json record."""
+    t0 = time.perf_counter()
+    history = run_dagger(trainer.env, trainer.alg.get_policy(), cfg, seed=seed, progress=progress)
+    critic = warm_up_critic(trainer, cfg.critic_iterations, progress)
+    wall = time.perf_counter() - t0
+    trainer.total_steps += cfg.rounds * cfg.steps_per_round * trainer.env.num_worlds
+    trainer.train_time_s = wall
+    critic = {k: critic[k] for k in ("total_steps", "train_time_s", "mean_return")}
+    return {"config": asdict(cfg), "rounds": history, "critic_warm_up": critic, "wall_s": round(wall, 2)}
+
+
+def summary_line(record: dict, total_steps: int) -> str:
+    last = record["rounds"][-1]
+    return (
+        f"imitation wall time: {record['wall_s']:.1f} s for {total_steps:,} env steps; last round (beta "
+        f"{last['beta']:g}): loss {last['fresh_loss']:.4f} on its fresh samples, {last['train_loss']:.4f} after "
+        "fitting"
+    )

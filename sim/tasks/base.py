@@ -103,8 +103,10 @@ class Task(ABC):
     def scene_view(self) -> SceneView | None:
         return None
 
+    TEACHERS: ClassVar[tuple[str, ...]] = ()  # the scripted experts teacher() knows, the default first
+
     def teacher(self, name: str) -> torch.Tensor:
-        """(n, num_actions) of the named scripted expert in actuator units."""
+        """(n, num_actions) of the named scripted expert in policy action units [-1, 1]."""
         raise ValueError(f"task '{self.name}' has no teacher '{name}'")
 
     def on_iteration(self, iteration: int) -> None:  # noqa: B027 - a capability whose default is a no-op

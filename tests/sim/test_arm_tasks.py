@@ -29,19 +29,21 @@ def make_env(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ARM_TASKS)
-def test_runs_64_worlds_2000_steps_under_max_randomization(name):
+def test_runs_32_worlds_500_steps_under_max_randomization(name):
+    """20 s of random actions in each of 32 worlds: 10 episodes of 2 s each, every reset re-randomized (it was
+    64 worlds x 2000 steps, 95 s per task of CI on 2 cores)."""
     torch.set_num_threads(1)
-    env = make_env(name, n=64, randomization="max")
+    env = make_env(name, n=32, randomization="max")
     gen = torch.Generator().manual_seed(0)
     done_count = 0
-    for _ in range(2000):
-        actions = torch.rand(64, env.num_actions, generator=gen) * 2 - 1
+    for _ in range(500):
+        actions = torch.rand(32, env.num_actions, generator=gen) * 2 - 1
         obs, reward, dones, extras = env.step(actions)
         assert torch.isfinite(reward).all()
         done_count += int(dones.sum())
     assert torch.isfinite(obs["policy"]).all() and torch.isfinite(obs["critic"]).all()
     assert torch.isfinite(env.backend.qpos).all()
-    assert done_count >= 64  # episodes ended and reset along the way
+    assert done_count >= 32 * 9  # episodes ended and reset along the way
 
 
 @pytest.mark.parametrize("name", ARM_TASKS)

@@ -127,13 +127,13 @@ def test_commands_cover_the_ranges_and_small_ones_stand_still():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("terrain", ["flat", "rough"])
-def test_64_worlds_2000_steps_under_max_randomization(terrain):
+def test_32_worlds_1000_steps_under_max_randomization(terrain):
     torch.set_num_threads(1)
-    env = make_env(n=64, randomization="max", terrain=terrain, max_init_level=9)
+    env = make_env(n=32, randomization="max", terrain=terrain, max_init_level=9)
     gen = torch.Generator().manual_seed(0)
     done_count = 0
-    for _ in range(2000):
-        obs, reward, dones, extras = env.step(torch.rand(64, 12, generator=gen) * 2 - 1)
+    for _ in range(1000):
+        obs, reward, dones, extras = env.step(torch.rand(32, 12, generator=gen) * 2 - 1)
         assert torch.isfinite(reward).all()
         done_count += int(dones.sum())
         if "final" in extras:
@@ -142,7 +142,7 @@ def test_64_worlds_2000_steps_under_max_randomization(terrain):
                 assert torch.isfinite(final[key]).all()
     assert torch.isfinite(obs["policy"]).all() and torch.isfinite(obs["critic"]).all()
     assert torch.isfinite(env.backend.qpos).all()
-    assert done_count >= 64  # random actions fall over: episodes ended and reset along the way
+    assert done_count >= 32  # random actions fall over: episodes ended and reset along the way
 
 
 def test_rough_terrain_resets_and_curriculum_levels():

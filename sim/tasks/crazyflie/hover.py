@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -32,6 +33,7 @@ from sim.tasks.crazyflie.hover_config import (
     OBS_NOISE_STD,
     RewardWeights,
 )
+from sim.tasks.crazyflie.hover_teacher import position_command
 from sim.tasks.crazyflie.lean_model import lean_model_path
 from sim.tasks.crazyflie.physical import fixed_ranges, load_fit, recentred_ranges
 
@@ -376,6 +378,22 @@ class CrazyflieHover(Task):
             "crash": self.crashed[ids].double(),
             "position_error_m": self.pos_err[ids].clone(),
         }
+
+    TEACHERS: ClassVar[tuple[str, ...]] = ("position_controller",)
+
+    def teacher(self, name: str) -> torch.Tensor:
+        """The scripted expert's action (n, 4) in policy units [-1, 1]: hover_teacher.position_command on the
+        true state and the observed goal error integral, rpyt only (the firmware's attitude loop is what it
+        commands)."""
+        if name not in self.TEACHERS or self.action_mode != "rpyt":
+            raise ValueError(
+                f"task '{self.name}' ({self.action_mode}) has no teacher '{name}' (rpyt teachers: "
+                f"{', '.join(self.TEACHERS)})"
+            )
+        b = self.backend
+        rpyt = position_command(b.qpos[:, 0:3], b.qvel[:, 0:3], b.qpos[:, 3:7], self.goal_pos, self.err_int,
+                                self.nominal["mass"])  # fmt: skip
+        return ((rpyt - self.act_offset) / self.act_scale).clamp(-1.0, 1.0)
 
     def controller_state(self) -> list[torch.Tensor]:
         return self.firmware.state() + [self.action, self.cmd_hist, self.err_int]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -45,12 +45,13 @@ class CbfTeacher:
     cbf: CbfParams
     _observed_neighbours: Callable[[torch.Tensor], torch.Tensor]  # own (W, N, 6) -> (W, N, k, 6) [dp, dv]
 
-    TEACHERS = ("sensed_safe_command", "safe_command")
+    TEACHERS: ClassVar[tuple[str, ...]] = ("sensed_safe_command", "safe_command")
 
     def teacher(self, name: str) -> torch.Tensor:
         if name not in self.TEACHERS:
             raise ValueError(f"task '{self.name}' has no teacher '{name}' (teachers: {', '.join(self.TEACHERS)})")
-        return self.safe_command() if name == "safe_command" else self.sensed_safe_command()
+        motors = self.safe_command() if name == "safe_command" else self.sensed_safe_command()
+        return 2.0 * motors - 1.0  # policy units: the inverse of command(a) = 0.5 + 0.5 a
 
     def obstacle_geometry(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Horizontal surface distance (W, N, K) and outward normals (W, N, K, 2) to every obstacle slot,

@@ -102,7 +102,7 @@ CASES = {
     "num_worlds": (["train", "task.num_worlds=0"], ["task.num_worlds=0", "an integer in [1, "]),
     "episode_length": (["train", "task.episode_length_s=0"], ["task.episode_length_s=0", "> 0"]),
     "save_every": (["train", "train.save_every=0"], ["train.save_every=0", ">= 1"]),
-    "iterations": (["train", "train.iterations=-1"], ["train.iterations=-1", ">= 1"]),
+    "iterations": (["train", "train.iterations=-1"], ["train.iterations=-1", ">= 0"]),
     "iterations_type": (["train", "train.iterations=lots"], ["train.iterations", "int"]),
     "gamma": (["train", "algo.gamma=1.5"], ["algo.gamma=1.5", "[0, 1]"]),
     "probability_nan": (["train", "task.params.ground_start_prob=nan"], ["ground_start_prob=nan", "[0, 1]"]),
@@ -127,7 +127,7 @@ CASES = {
     "imitation_rounds": (["imitate", "imitation.rounds=0"], ["rounds"]),
     "imitation_unknown": (["imitate", "imitation.foo=1"], ["unknown imitation setting 'foo'"]),
     "imitation_type": (["imitate", "imitation.rounds=many"], ["imitation.rounds"]),
-    "imitation_teacher": (["imitate", "task.num_worlds=2"], ["no teacher"]),
+    "imitation_teacher": (["imitate", "task=arm_reach", "task.num_worlds=2"], ["no teacher"]),
     "imitation_config": (["imitate", "task.num_worlds=0"], ["task.num_worlds=0"]),
     # eval
     "eval_no_run": (["eval"], ["eval needs run="]),
@@ -186,7 +186,7 @@ CASES = {
     "dashboard_store": (["dashboard", "--runs-root", "{root}", "--store", "notaurl://x"], ["--store", "notaurl"]),
     "dashboard_store_env": (["dashboard", "--runs-root", "{root}"], ["ROBOT_RL_STORE", "notaurl://x"]),
     # demo (train's validation comes first)
-    "demo_iterations": (["demo", "train.iterations=0"], ["train.iterations=0"]),
+    "demo_iterations": (["demo", "train.iterations=-1"], ["train.iterations=-1"]),
     "demo_store_url": (["demo", "task.num_worlds=2"], ["ROBOT_RL_STORE"]),
 }
 STORE_URL_CASES = {"eval_store_url", "dashboard_store_env", "demo_store_url"}

@@ -70,7 +70,7 @@ def test_every_imitation_option_has_a_rule_and_its_default_obeys_it():
     [
         ("task.num_worlds=0", "task.num_worlds=0 is out of range: allowed an integer in [1, 1048576]"),
         ("task.episode_length_s=-1.5", "task.episode_length_s=-1.5 is out of range: allowed a number > 0"),
-        ("train.iterations=-1", "train.iterations=-1 is out of range: allowed an integer >= 1"),
+        ("train.iterations=-1", "train.iterations=-1 is out of range: allowed an integer >= 0"),
         ("train.save_every=0", "train.save_every=0 is out of range: allowed an integer >= 1"),
         ("algo.lam=1.01", "algo.lam=1.01 is out of range: allowed a number in [0, 1]"),
         ("algo.learning_rate=0", "algo.learning_rate=0 is out of range: allowed a number > 0"),
