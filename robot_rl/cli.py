@@ -21,7 +21,7 @@ commands:
   eval run=DIR [overrides]   evaluate the latest checkpoint (or bundle=true: the exported ONNX policy;
                              policy=zero: zero actions, i.e. the plan alone for a guidance=plan run;
                              policy=corrected_plan: the same with the options its training corrected)
-  play run=DIR               render a browser-playable mp4 into DIR/videos
+  play run=DIR [episode=N]   render a browser-playable mp4 into DIR/videos (episode=: one evaluation episode)
   export run=DIR             write DIR/bundle/policy.onnx + policy.yaml (format=leapp: also DIR/leapp/)
   import PATH                a LEAPP pipeline or an mjlab ONNX export -> one of our bundles
   sitl bundle=DIR            fly a bundle in software-in-the-loop (ROS 2 nodes over DDS when available)

@@ -90,7 +90,12 @@ VERBS = {
     "play": Verb(
         "play run=DIR [key=value ...]",
         "Render a browser-playable mp4 of the policy into DIR/videos.",
-        (("run=DIR", "the run directory (required)"), ("checkpoint=FILE", "a checkpoint instead of the latest")),
+        (
+            ("run=DIR", "the run directory (required)"),
+            ("checkpoint=FILE", "a checkpoint instead of the latest"),
+            ("episode=N", "film episode N of a recorded evaluation, replayed exactly (videos/<eval>_episode_N.mp4)"),
+            ("evaluation=NAME", "with episode=: which evaluation (default checkpoint_<eval.randomization>)"),
+        ),
         ("play",),
     ),
     "export": Verb(

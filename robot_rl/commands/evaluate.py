@@ -32,6 +32,21 @@ def cmd_eval(args: list[str]) -> dict:
     )
 
 
+def evaluation_env(cfg):
+    """The evaluation's env: one world per episode, the fixed eval seed and conditions (cfg.eval). Built the same
+    way, it replays an evaluation exactly (play episode=)."""
+    e = cfg.eval
+    return make_env(
+        cfg,
+        num_worlds=int(e.episodes),
+        seed=int(e.seed),
+        randomization=str(e.randomization),
+        obs_noise=bool(e.obs_noise),
+        action_latency=bool(e.action_latency),
+        pushes=bool(e.pushes),
+    )
+
+
 def evaluate_run(
     run_dir: Path,
     overrides: list[str] = (),
@@ -54,15 +69,7 @@ def evaluate_run(
     kind = policy if policy != "trained" else "bundle" if use_bundle else "checkpoint"
     cfg = run_config(run_dir, list(overrides))
     e = cfg.eval
-    env = make_env(
-        cfg,
-        num_worlds=int(e.episodes),
-        seed=int(e.seed),
-        randomization=str(e.randomization),
-        obs_noise=bool(e.obs_noise),
-        action_latency=bool(e.action_latency),
-        pushes=bool(e.pushes),
-    )
+    env = evaluation_env(cfg)
     if kind in ("zero", "corrected_plan"):
         act = lambda env: torch.zeros(env.num_envs, env.num_actions)  # noqa: E731
     elif kind == "bundle":
