@@ -5,6 +5,7 @@ against them, and the policy killed with the DAMP fallback awaited."""
 from __future__ import annotations
 
 import signal
+from collections import Counter
 
 import numpy as np
 
@@ -85,12 +86,13 @@ def check_leg_commands(obs, inputs: LegInputs, p: dict, bundle_dir) -> dict:
     the simulated time between them; a command without stiffness is pure damping (kp 0, kd damping_kd).
 
     A command's simulated time is the control step its DDS arrival falls in (the observer's arrival_times), which
-    on a loaded machine lands a step early now and then (the observer's /clock reader lags the node's): the joints
+    lands a step off now and then (the observer's /clock and command readers race each other): the joints
     the node had are the state at that step, the one before (the node may read the action first) or the one after,
     and the lead is the smallest against these three; the time between two commands is at least one control step
-    (in lock step each command advances the simulation by one). Commands before the observer's first /clock (time
-    0) are checked for gains and joint limits only. Returns the violations (one line each, at most 20) and the
-    margins measured."""
+    (in lock step each command advances the simulation by one), and one step more at each end whose step is in
+    doubt (two commands in one step, or a step beside it with a state and no command). Commands before the
+    observer's first /clock (time 0) are checked for gains and joint limits only. Returns the violations (one line
+    each, at most 20) and the margins measured."""
     kp, kd, control_dt = bundle_servo(bundle_dir)
     t = obs.arrival_times(obs.command_received_ns)
     c = np.array([x for _, _, x in obs.commands], dtype=np.float64).reshape(-1, 36)
@@ -120,10 +122,24 @@ def check_leg_commands(obs, inputs: LegInputs, p: dict, bundle_dir) -> dict:
         if ratio > 1.0 + 1e-9:
             bad.append(f"command {i} (t={t[i]:.3f} s): target leads the measured joints by {ratio:.2f} x max_lead")
 
-    speed_ratio = []
+    # Where the observer's step of a command is in doubt it may be one off either way: a step with a state and no
+    # command, or two commands in one step, says an arrival landed in its neighbour. There the pair's time is the
+    # widest its commands allow; where every step holds one command it is the observed one.
+    steps = np.round(t / control_dt).astype(np.int64)
+    per_step = Counter(steps.tolist())
+    state_steps = set(np.round(stamps / control_dt).astype(np.int64).tolist())
+
+    def doubtful(k: int) -> bool:
+        return per_step[k] > 1 or (k in state_steps and per_step[k] == 0)
+
+    speed_ratio, widened = [], 0
     idx = np.flatnonzero(stiff & (t > 0))
     for a, b in zip(idx[:-1], idx[1:], strict=True):
-        dt = max(t[b] - t[a], control_dt)
+        ka, kb = int(steps[a]), int(steps[b])
+        first = ka - 1 if doubtful(ka) or doubtful(ka - 1) else ka
+        last = kb + 1 if doubtful(kb) or doubtful(kb + 1) else kb
+        widened += (first, last) != (ka, kb)
+        dt = max((last - first) * control_dt, control_dt)
         ratio = float(np.max(np.abs(q[b] - q[a]) / (p["max_speed"] * dt)))
         speed_ratio.append(ratio)
         if ratio > 1.0 + 1e-9:
@@ -139,6 +155,7 @@ def check_leg_commands(obs, inputs: LegInputs, p: dict, bundle_dir) -> dict:
         "lead_checked": lead_checked,
         "max_lead_ratio": max(lead_ratio, default=0.0),
         "speed_pairs": len(speed_ratio),
+        "speed_pairs_in_doubt": widened,
         "max_speed_ratio": max(speed_ratio, default=0.0),
         # smallest distance (rad) of a stiff target to its joint limit; 0 where the node clipped
         "min_limit_margin_rad": float(np.min(np.minimum(with_kp - p["q_low"], p["q_high"] - with_kp)))
