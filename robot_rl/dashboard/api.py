@@ -1,7 +1,8 @@
 """The dashboard's JSON API (``/api/*``), built on the evaluation store and the run directories.
 
-Each endpoint takes the query string (last value per key) and returns what is sent as JSON, or
-raises ApiError with the status and message to answer instead.
+Each endpoint takes the query string (a Query: last value per key, every value by ``all``) and
+returns what is sent as JSON, or raises ApiError with the status and message to answer instead.
+CSV_ROUTES return (CSV text, download file name).
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import parse_qs
 
 import yaml
 
+from robot_rl.dashboard import curves as curves_mod
 from robot_rl.dashboard import sim2real as s2r
 from robot_rl.dashboard.artifacts import PREFIX, artifact_url, resolve_artifact
 from robot_rl.dashboard.tb import ScalarReader
@@ -36,6 +39,18 @@ class Backend(Protocol):
     scalars: ScalarReader
 
 
+class Query(dict):
+    """A query string: the last value of each key, and every value of a repeated key by ``all``."""
+
+    def __init__(self, raw: str) -> None:
+        lists = parse_qs(raw)
+        super().__init__({k: v[-1] for k, v in lists.items()})
+        self._lists = lists
+
+    def all(self, key: str) -> list[str]:
+        return list(self._lists.get(key, []))
+
+
 class ApiError(Exception):
     """An answer other than 200: ``status`` and the message sent as ``{"error": ...}``."""
 
@@ -57,6 +72,15 @@ def _flatten(obj: Any, prefix: str = "", out: dict[str, str] | None = None, dept
         text = obj if isinstance(obj, str) else json.dumps(obj, default=str)
         out[prefix or "(value)"] = text[:1000]
     return out
+
+
+def _config_flat(config_yaml: str | None) -> dict[str, str]:
+    if not config_yaml:
+        return {}
+    try:
+        return _flatten(yaml.safe_load(config_yaml))
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return {}
 
 
 def _read_plan(runs_root: Path, name: str, artifacts: Sequence[Mapping[str, Any]]) -> Any:
@@ -101,13 +125,7 @@ def run(backend: Backend, q: Mapping[str, str]) -> dict[str, Any]:
     found.pop("fingerprint", None)
     for a in found["artifacts"]:
         a["url"] = artifact_url(name, a["relpath"])
-    config_flat: dict[str, str] = {}
-    if found.get("config_yaml"):
-        try:
-            config_flat = _flatten(yaml.safe_load(found["config_yaml"]))
-        except (yaml.YAMLError, RecursionError, ValueError):
-            config_flat = {}
-    found["config_flat"] = config_flat
+    found["config_flat"] = _config_flat(found.get("config_yaml"))
     found["plan"] = _read_plan(backend.runs_root, name, found["artifacts"])
     return found
 
@@ -118,6 +136,51 @@ def scalars(backend: Backend, q: Mapping[str, str]) -> dict[str, Any]:
     if run_dir is None:
         return {"status": "no-logs", "tags": {}}
     return backend.scalars.read(run_dir)
+
+
+def _curve_groups(backend: Backend, q: Query) -> tuple[list[curves_mod.Group], str, str]:
+    names = list(dict.fromkeys(q.all("run")))
+    if not names:
+        raise ApiError(400, "name the runs: run=NAME (repeated)")
+    if len(names) > curves_mod.MAX_RUNS:
+        raise ApiError(400, f"at most {curves_mod.MAX_RUNS} runs per curve page")
+    tag = q.get("tag", "Train/success_rate")
+    x_axis = q.get("x", "steps")
+    if x_axis not in curves_mod.X_AXES:
+        raise ApiError(400, f"x must be one of {', '.join(curves_mod.X_AXES)}")
+    try:
+        weight = float(q.get("smooth", "0"))
+    except ValueError:
+        raise ApiError(400, "smooth must be a number in [0, 1)") from None
+    if not 0.0 <= weight < 1.0:
+        raise ApiError(400, "smooth must be a number in [0, 1)")
+    configs, series = {}, {}
+    for name in names:
+        found = backend.store.get_run(name)
+        run_dir = run_dir_in(backend.runs_root, name)
+        if found is None or run_dir is None:
+            raise ApiError(404, f"no such run: {name[:200]}")
+        configs[name] = _config_flat(found.get("config_yaml"))
+        series[name] = backend.scalars.read(run_dir).get("tags", {})
+    return curves_mod.curves(configs, series, tag, x_axis, weight), tag, x_axis
+
+
+def curves(backend: Backend, q: Query) -> dict[str, Any]:
+    groups, tag, x_axis = _curve_groups(backend, q)
+    return {
+        "tag": tag,
+        "x": x_axis,
+        "x_label": curves_mod.X_LABELS[x_axis],
+        "groups": [
+            {"label": g.label, "runs": g.runs, "n_seeds": g.n_seeds, "n_with_data": g.n_with_data, "points": g.points}
+            for g in groups
+        ],
+    }
+
+
+def curves_csv(backend: Backend, q: Query) -> tuple[str, str]:
+    groups, tag, x_axis = _curve_groups(backend, q)
+    return curves_mod.curves_csv(groups, tag, x_axis), "curves.csv"
 
 
 def episodes(backend: Backend, q: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -144,7 +207,7 @@ def health(backend: Backend, q: Mapping[str, str]) -> dict[str, Any]:
     return {"ok": True}
 
 
-ROUTES: dict[str, Callable[[Backend, Mapping[str, str]], Any]] = {
+ROUTES: dict[str, Callable[[Backend, Query], Any]] = {
     "/api/leaderboard": leaderboard,
     "/api/run": run,
     "/api/scalars": scalars,
@@ -152,4 +215,6 @@ ROUTES: dict[str, Callable[[Backend, Mapping[str, str]], Any]] = {
     "/api/sim2real": sim2real_list,
     "/api/sim2real/entry": sim2real_entry,
     "/api/health": health,
+    "/api/curves": curves,
 }
+CSV_ROUTES: dict[str, Callable[[Backend, Query], tuple[str, str]]] = {"/api/curves.csv": curves_csv}

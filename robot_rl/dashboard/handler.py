@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 from robot_rl.dashboard import api
 from robot_rl.dashboard import sim2real as s2r
@@ -76,7 +76,7 @@ class DashboardHandler(BaseHTTPRequestHandler):
     def _route(self) -> None:
         parts = urlsplit(self.path)
         path = parts.path
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        query = api.Query(parts.query)
         if path == "/" or path == "/index.html":
             return self._static("index.html")
         if path.startswith("/static/"):
@@ -85,6 +85,13 @@ class DashboardHandler(BaseHTTPRequestHandler):
             return self._artifact(path[len(PREFIX) :])
         if path.startswith(s2r.PREFIX):
             return self._sim2real_file(path[len(s2r.PREFIX) :])
+        if path in api.CSV_ROUTES:
+            try:
+                text, filename = api.CSV_ROUTES[path](self.server, query)
+            except api.ApiError as exc:
+                return self._error(exc.status, exc.message)
+            disposition = {"Content-Disposition": f'attachment; filename="{filename}"'}
+            return self._send_bytes(200, text.encode("utf-8"), "text/csv; charset=utf-8", disposition)
         endpoint = api.ROUTES.get(path)
         if endpoint is None:
             return self._error(404, "not found")

@@ -42,9 +42,14 @@ class EpisodeStats:
         return float(np.mean(self.success)) if self.success else float("nan")
 
 
-def write_iteration_scalars(writer, it: int, losses: dict, episodes: EpisodeStats) -> None:
-    """Loss/<name>, Train/mean_reward, Train/success_rate and the mean of each Episode/<term> over the
-    iteration's episode logs."""
+def write_iteration_scalars(
+    writer, it: int, losses: dict, episodes: EpisodeStats, total_steps: int, train_time_s: float
+) -> None:
+    """Loss/<name>, Train/mean_reward, Train/success_rate, the mean of each Episode/<term> over the
+    iteration's episode logs, and the curves' other x axes: Perf/total_env_steps and Perf/train_time_s
+    (both cumulative over resumes, as the checkpoint carries them)."""
+    writer.add_scalar("Perf/total_env_steps", total_steps, it)
+    writer.add_scalar("Perf/train_time_s", train_time_s, it)
     for k, v in losses.items():
         writer.add_scalar(f"Loss/{k}", v, it)
     mean_return, success_rate, logs = episodes.mean_return, episodes.success_rate, episodes.logs

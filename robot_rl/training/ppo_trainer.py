@@ -271,7 +271,7 @@ class PPOTrainer:
 
     def _log(self, it, losses, episodes, collect, dt) -> None:
         w = self.writer
-        write_iteration_scalars(w, it, losses, episodes)
+        write_iteration_scalars(w, it, losses, episodes, self.total_steps, self.train_time_s)
         w.add_scalar("Train/learning_rate", self.alg.learning_rate, it)
         w.add_scalar("Perf/steps_per_s", self.cfg["num_steps_per_env"] * self.worlds / dt, it)
         w.add_scalar("Perf/collect_time_s", collect, it)

@@ -35,6 +35,7 @@ const pct = (v) => (v === null || v === undefined ? "—" : `${(100 * v).toFixed
 const num = (v, d = 3) => (v === null || v === undefined ? "—" : (+v).toPrecision(d));
 const dash = (v) => (v === null || v === undefined || v === "" ? "—" : String(v));
 const runHref = (name) => `#/run/${encodeURIComponent(name)}`;
+const episodesHref = (run, ev) => `#/episodes?${new URLSearchParams({ run, eval: ev })}`;
 // Invalid evaluations (a malformed eval file) are listed on the run page but never summarised.
 // A run's headline is its latest standard evaluation (robot_rl/store/kinds.py), never a SITL, bundle,
 // zero-policy or stress one that happened to run last.
@@ -46,7 +47,35 @@ const selected = new Set();
 
 function successCell(v, lo, hi) {
   const txt = v === null || v === undefined ? "—" : `${pct(v)} [${pct(lo)}, ${pct(hi)}]`;
-  return h("td", { class: "success" }, Plot.interval(v, lo, hi), " ", txt);
+  return h("td", { class: "success", "data-value": typeof v === "number" ? v : null }, Plot.interval(v, lo, hi), " ", txt);
+}
+
+// Click a column header to sort by it (again: reverse). Numbers sort as numbers, "—" last.
+function sortable(table) {
+  const heads = table.querySelectorAll("thead th");
+  heads.forEach((th, col) => {
+    th.classList.add("sortable");
+    th.addEventListener("click", () => {
+      const body = table.tBodies[0];
+      const dir = th.dataset.sort === "asc" ? -1 : 1;
+      for (const other of heads) delete other.dataset.sort;
+      th.dataset.sort = dir === 1 ? "asc" : "desc";
+      const key = (tr) => {
+        const cell = tr.cells[col];
+        const text = cell ? (cell.dataset.value ?? cell.textContent.trim()) : "";
+        const v = parseFloat(text);
+        return text === "—" || text === "" ? null : Number.isNaN(v) ? text : v;
+      };
+      const rows = [...body.rows].sort((a, b) => {
+        const ka = key(a), kb = key(b);
+        if (ka === null || kb === null) return (ka === null) - (kb === null);
+        if (typeof ka === "number" && typeof kb === "number") return dir * (ka - kb);
+        return dir * String(ka).localeCompare(String(kb));
+      });
+      body.replaceChildren(...rows);
+    });
+  });
+  return table;
 }
 
 function route() {
@@ -56,6 +85,8 @@ function route() {
   let view;
   if (path.startsWith("/run/")) view = runPage(decodeURIComponent(path.slice(5)));
   else if (path === "/compare") view = comparePage(params.getAll("run"));
+  else if (path === "/curves") view = curvesPage(params);
+  else if (path === "/episodes") view = episodesPage(params.get("run") || "", params.get("eval") || "");
   else if (path === "/sim2real") view = sim2realPage(null);
   else if (path.startsWith("/sim2real/")) view = sim2realPage(decodeURIComponent(path.slice(10)));
   else view = leaderboardPage(params);
@@ -116,25 +147,31 @@ async function leaderboardPage(params) {
 
   const boards = data.tasks.map((t) => h("section", { class: "task-board" },
     h("h2", {}, `Task: ${dash(t.task)}`),
-    h("table", { class: "groups" },
+    sortable(h("table", { class: "groups" },
       h("thead", {}, h("tr", {}, ["algo", "reward", "guidance", "seeds", "success (mean, 95% CI across seeds)", "episodes"].map((c) => h("th", {}, c)))),
       h("tbody", {}, t.groups.map((g) => h("tr", {},
         h("td", {}, dash(g.algo)), h("td", {}, dash(g.reward)), h("td", {}, dash(g.guidance)),
         h("td", {}, h("a", { href: boardHash({ ...filterValues, task: g.task, algo: g.algo, reward: g.reward, guidance: g.guidance }, 1),
           title: "list these runs" }, String(g.n_seeds))),
         successCell(g.success_mean, g.success_lo, g.success_hi),
-        h("td", {}, String(g.episodes))))))));
+        h("td", {}, String(g.episodes)))))))));
 
   const compareBtn = h("button", { id: "compare", disabled: selected.size < 2, onclick: () => {
     const p = new URLSearchParams();
     for (const n of selected) p.append("run", n);
     location.hash = `#/compare?${p}`;
   } }, "Compare selected");
+  const curvesBtn = h("button", { id: "curves-selected", disabled: selected.size < 1, onclick: () => {
+    const p = new URLSearchParams();
+    for (const n of selected) p.append("run", n);
+    location.hash = `#/curves?${p}`;
+  } }, "Curves across seeds");
 
   const runRow = (r) => h("tr", { class: "run-row", "data-run": r.name },
     h("td", {}, h("input", { type: "checkbox", "aria-label": `select ${r.name}`, checked: selected.has(r.name), onchange: (e) => {
       if (e.target.checked) selected.add(r.name); else selected.delete(r.name);
       compareBtn.disabled = selected.size < 2;
+      curvesBtn.disabled = selected.size < 1;
     } })),
     h("td", {}, h("a", { href: runHref(r.name), class: "run-link" }, r.name)),
     h("td", {}, dash(r.task)), h("td", {}, dash(r.algo)), h("td", {}, dash(r.reward)),
@@ -148,11 +185,11 @@ async function leaderboardPage(params) {
   // One page of runs from the server: 10,000 rows would cost the browser and the server seconds.
   mount(
     h("h1", {}, "Leaderboard"), filters, ...boards,
-    h("section", {}, h("h2", {}, `Runs (${data.total})`), compareBtn,
+    h("section", {}, h("h2", {}, `Runs (${data.total})`), compareBtn, " ", curvesBtn,
       pager(data, filterValues, page),
-      h("table", { class: "runs", id: "runs" },
+      sortable(h("table", { class: "runs", id: "runs" },
         h("thead", {}, h("tr", {}, ["", "run", "task", "algo", "reward", "guidance", "seed", "status", "standard evaluation", "success [95% CI]", "pos. error (m)", "crash rate", "bundle success", "zero-policy success", "SITL error (m)"].map((c) => h("th", {}, c)))),
-        h("tbody", {}, data.runs.map(runRow))),
+        h("tbody", {}, data.runs.map(runRow)))),
       data.total > data.limit ? pager(data, filterValues, page) : null));
 }
 
@@ -179,7 +216,8 @@ function evalTable(run) {
     h("thead", {}, h("tr", {}, columns.map((c) => h("th", {}, c)))),
     h("tbody", {}, run.evaluations.map((e) => e.invalid ? h("tr", { class: "invalid", "data-eval": e.name },
       h("td", {}, e.name), h("td", { colspan: columns.length - 1, class: "error" }, `invalid: ${e.invalid}`)) : h("tr", { "data-eval": e.name },
-      h("td", {}, e.name), h("td", { class: "kind" }, dash(e.kind)), h("td", {}, dash(e.randomization)), h("td", {}, dash(e.episodes)), h("td", {}, dash(e.seed)),
+      h("td", {}, h("a", { href: episodesHref(run.name, e.name), class: "episodes-link", title: "per-episode outcomes" }, e.name)),
+      h("td", { class: "kind" }, dash(e.kind)), h("td", {}, dash(e.randomization)), h("td", {}, dash(e.episodes)), h("td", {}, dash(e.seed)),
       successCell(e.success_rate, e.success_lo, e.success_hi), h("td", {}, num(e.position_error_m)), h("td", {}, pct(e.crash_rate)),
       extraKeys.map((k) => h("td", {}, typeof e.metrics[k] === "number" ? num(e.metrics[k]) : dash(JSON.stringify(e.metrics[k]))))))));
 }
@@ -284,6 +322,141 @@ async function comparePage(names) {
     h("div", { class: "side-by-side" }, runs.map((r) => h("figure", {}, video(r)
       ? h("video", { src: video(r).url, controls: true, muted: true, preload: "metadata", width: 360 })
       : h("p", { class: "empty" }, "no video"), h("figcaption", {}, r.name)))),
+  );
+}
+
+// ---------------------------------------------------------------- curves across seeds
+const X_CHOICES = [["steps", "env steps"], ["time", "wall time"], ["iteration", "iteration"]];
+
+function download(label, href, name, id) {
+  return h("a", { href, download: name, id, class: "download" }, label);
+}
+
+function svgDataUrl(svg) {
+  const copy = svg.cloneNode(true);
+  copy.setAttribute("xmlns", "http://www.w3.org/2000/svg");
+  return `data:image/svg+xml;charset=utf-8,${encodeURIComponent(new XMLSerializer().serializeToString(copy))}`;
+}
+
+function pngLink(svg) {
+  // Rasterised on click: the SVG drawn into a canvas (data: images are allowed by the page's CSP).
+  const a = h("a", { href: "#", id: "download-png", class: "download" }, "PNG");
+  a.addEventListener("click", (ev) => {
+    ev.preventDefault();
+    const img = new Image();
+    img.onload = () => {
+      const c = document.createElement("canvas");
+      c.width = svg.width.baseVal.value * 2; c.height = svg.height.baseVal.value * 2;
+      const g = c.getContext("2d");
+      g.fillStyle = "#fff"; g.fillRect(0, 0, c.width, c.height);
+      g.drawImage(img, 0, 0, c.width, c.height);
+      const out = h("a", { href: c.toDataURL("image/png"), download: "curves.png" });
+      out.click();
+    };
+    img.src = svgDataUrl(svg);
+  });
+  return a;
+}
+
+async function curvesPage(params) {
+  const names = params.getAll("run");
+  if (!names.length) { location.hash = "#/"; return; }
+  const tag = params.get("tag") || "Train/success_rate";
+  const x = params.get("x") || "steps";
+  const smooth = params.get("smooth") || "0";
+  const q = new URLSearchParams();
+  for (const n of names) q.append("run", n);
+  q.set("tag", tag); q.set("x", x); q.set("smooth", smooth);
+  const [data, first] = await Promise.all([
+    getJSON(`/api/curves?${q}`),
+    getJSON(`/api/scalars?name=${encodeURIComponent(names[0])}`),
+  ]);
+  document.title = "robot_rl — curves across seeds";
+  const go = (changes) => {
+    const p = new URLSearchParams(q);
+    for (const [k, v] of Object.entries(changes)) p.set(k, v);
+    location.hash = `#/curves?${p}`;
+  };
+  const tags = Object.keys(first.tags || {}).filter((t) => !t.startsWith("Perf/total_env_steps") && !t.startsWith("Perf/train_time_s"));
+  if (!tags.includes(tag)) tags.unshift(tag);
+  const controls = h("form", { class: "filters", id: "curve-controls", onsubmit: (e) => e.preventDefault() },
+    h("label", {}, "metric ", h("select", { id: "curve-tag", onchange: (e) => go({ tag: e.target.value }) },
+      tags.map((t) => h("option", { value: t, selected: t === tag }, t)))),
+    h("label", {}, " x axis ", h("select", { id: "curve-x", onchange: (e) => go({ x: e.target.value }) },
+      X_CHOICES.map(([v, l]) => h("option", { value: v, selected: v === x }, l)))),
+    h("label", {}, " smoothing ", h("input", { id: "curve-smooth", type: "range", min: "0", max: "0.95", step: "0.05", value: smooth,
+      onchange: (e) => go({ smooth: e.target.value }) }), ` ${smooth}`));
+  const series = data.groups.map((g, i) => ({
+    name: `${g.label} (${g.n_seeds} seed${g.n_seeds === 1 ? "" : "s"})`,
+    group: g.label,
+    color: Plot.COLORS[i % Plot.COLORS.length],
+    points: g.points.map((p) => [p[0], p[1]]),
+    band: g.n_with_data > 1 ? g.points.map((p) => [p[0], p[2], p[3]]) : null,
+  }));
+  const figure = Plot.line(series, { title: `${tag}: mean and 95% interval across seeds`, xlabel: data.x_label, width: 760, height: 340 });
+  figure.id = "curve-figure";
+  const last = (g) => (g.points.length ? g.points[g.points.length - 1] : null);
+  const table = sortable(h("table", { class: "groups", id: "curve-groups" },
+    h("thead", {}, h("tr", {}, ["configuration", "seeds", `final ${tag} (mean)`, "95% interval", `${data.x_label} reached`, "runs"].map((c) => h("th", {}, c)))),
+    h("tbody", {}, data.groups.map((g) => h("tr", { "data-group": g.label },
+      h("td", {}, g.label), h("td", { "data-value": g.n_seeds }, g.n_with_data === g.n_seeds ? String(g.n_seeds) : `${g.n_seeds} (${g.n_with_data} with data)`),
+      h("td", {}, last(g) ? num(last(g)[1], 4) : "—"),
+      h("td", { "data-value": last(g) ? last(g)[2] : null }, last(g) && g.n_with_data > 1 ? `[${num(last(g)[2], 4)}, ${num(last(g)[3], 4)}]` : "—"),
+      h("td", {}, last(g) ? num(last(g)[0], 4) : g.n_with_data ? "seeds do not overlap" : "no data"),
+      h("td", {}, g.runs.flatMap((n, k) => [k ? ", " : null, h("a", { href: runHref(n) }, n)])))))));
+  mount(
+    h("p", {}, h("a", { href: "#/" }, "← leaderboard")),
+    h("h1", {}, `Curves across seeds: ${names.length} runs, ${data.groups.length} configuration${data.groups.length === 1 ? "" : "s"}`),
+    h("p", { class: "note" }, "Runs are grouped by their config without seed, name and evaluation settings; each group is drawn over the range all its seeds reached."),
+    controls,
+    h("figure", { class: "curve wide", "data-tag": tag }, figure),
+    h("p", { class: "downloads" }, "Download: ", download("CSV", `/api/curves.csv?${q}`, "curves.csv", "download-csv"), " · ",
+      download("SVG", svgDataUrl(figure), "curves.svg", "download-svg"), " · ", pngLink(figure)),
+    table,
+  );
+}
+
+// ---------------------------------------------------------------- where an evaluation failed
+function histogram(values, opts) {
+  const o = Object.assign({ bins: 20, title: "", xlabel: "" }, opts || {});
+  const finite = values.filter((v) => Number.isFinite(v));
+  if (!finite.length) return Plot.line([], o);
+  let lo = Infinity, hi = -Infinity;
+  for (const v of finite) { if (v < lo) lo = v; if (v > hi) hi = v; }
+  if (hi === lo) hi = lo + 1e-9;
+  const width = (hi - lo) / o.bins;
+  const counts = new Array(o.bins).fill(0);
+  for (const v of finite) counts[Math.min(o.bins - 1, Math.floor((v - lo) / width))] += 1;
+  // drawn as a step outline: one horizontal segment per bin
+  const points = counts.flatMap((c, i) => [[lo + i * width, c], [lo + (i + 1) * width, c]]);
+  const svg = Plot.line([{ name: "episodes", points: [[lo, 0], ...points, [hi, 0]] }], { title: o.title, xlabel: o.xlabel });
+  svg.dataset.counts = counts.join(",");
+  return svg;
+}
+
+async function episodesPage(runName, evalName) {
+  const eps = await getJSON(`/api/episodes?${new URLSearchParams({ name: runName, eval: evalName })}`);
+  document.title = `robot_rl — ${runName} · ${evalName}`;
+  const extraKeys = [...new Set(eps.flatMap((e) => Object.keys(e)))]
+    .filter((k) => !["episode", "success", "crashed", "position_error_m", "return"].includes(k));
+  const failed = eps.filter((e) => !e.success).length;
+  const columns = ["episode", "success", "crashed", "position error (m)", "return", ...extraKeys];
+  const play = (e) => `robot-rl play run=runs/${runName} episode=${e.episode} evaluation=${evalName}`;
+  mount(
+    h("p", {}, h("a", { href: runHref(runName) }, `← ${runName}`)),
+    h("h1", {}, `Episodes of ${evalName}`),
+    h("p", { id: "episode-summary" }, `${eps.length} episodes, ${failed} failed. Click a column to sort; `,
+      "replay one with ", h("code", {}, play({ episode: "<id>" }))),
+    eps.length ? h("div", { class: "plots" },
+      h("figure", { class: "curve", id: "hist-error" }, histogram(eps.map((e) => e.position_error_m), { title: "final position error (m)", xlabel: "m" })),
+      h("figure", { class: "curve", id: "hist-return" }, histogram(eps.map((e) => e.return), { title: "episode return", xlabel: "return" })))
+      : h("p", { class: "empty" }, "No per-episode records for this evaluation."),
+    sortable(h("table", { class: "runs", id: "episodes" },
+      h("thead", {}, h("tr", {}, columns.map((c) => h("th", {}, c)))),
+      h("tbody", {}, eps.map((e) => h("tr", { class: e.success ? "ok" : "failed", "data-episode": e.episode, title: play(e) },
+        h("td", {}, String(e.episode)), h("td", {}, e.success ? "yes" : "no"), h("td", {}, e.crashed ? "yes" : "no"),
+        h("td", {}, num(e.position_error_m, 4)), h("td", {}, num(e.return, 4)),
+        extraKeys.map((k) => h("td", {}, typeof e[k] === "number" ? num(e[k], 4) : dash(e[k])))))))),
   );
 }
 

@@ -31,7 +31,7 @@ const Plot = (() => {
     return String(+v.toPrecision(4));
   }
 
-  // series: [{name, points: [[x, y], ...]}]
+  // series: [{name, points: [[x, y], ...], band: [[x, lo, hi], ...] (optional, drawn under the line)}]
   function line(series, opts) {
     const o = Object.assign({ width: 420, height: 220, title: "", xlabel: "step" }, opts || {});
     const m = { l: 52, r: 10, t: o.title ? 22 : 8, b: 30 };
@@ -46,6 +46,9 @@ const Plot = (() => {
     for (const p of pts) {  // a loop, not Math.min(...): long series would overflow the argument stack
       if (p[0] < x0) x0 = p[0]; if (p[0] > x1) x1 = p[0];
       if (p[1] < y0) y0 = p[1]; if (p[1] > y1) y1 = p[1];
+    }
+    for (const s of series) for (const b of s.band || []) {
+      if (b[1] < y0) y0 = b[1]; if (b[2] > y1) y1 = b[2];
     }
     // yrange: [lo, hi] fixes the y axis; what leaves it is cut at the frame (a diverging model's windows must
     // not flatten the trajectory they are compared with).
@@ -82,6 +85,13 @@ const Plot = (() => {
     let legendRow = 0;
     series.forEach((s, i) => {
       const color = s.color || COLORS[i % COLORS.length];
+      if (s.band && s.band.length > 1) {
+        const upper = s.band.map((b) => `${sx(b[0]).toFixed(1)},${sy(b[2]).toFixed(1)}`);
+        const lower = s.band.map((b) => `${sx(b[0]).toFixed(1)},${sy(b[1]).toFixed(1)}`).reverse();
+        const band = { points: upper.concat(lower).join(" "), fill: color, "fill-opacity": 0.18, stroke: "none", class: "plot-band" };
+        if (s.group) band["data-series"] = s.group;
+        target.appendChild(el("polygon", band));
+      }
       const d = s.points.map((p) => `${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(" ");
       const attrs = { points: d, fill: "none", stroke: color, "stroke-width": s.width || 1.6, class: "plot-line" };
       if (s.dash) attrs["stroke-dasharray"] = s.dash;

@@ -220,7 +220,7 @@ class OffPolicyTrainer:
 
     def _log(self, it, losses, episodes, dt, learn_s, n_updates) -> None:
         w = self.writer
-        write_iteration_scalars(w, it, losses, episodes)
+        write_iteration_scalars(w, it, losses, episodes, self.total_steps, self.train_time_s)
         w.add_scalar("Train/learning_rate", self.cfg.actor_learning_rate, it)
         w.add_scalar("Train/buffer_transitions", len(self.buffer), it)
         if self.cfg.name == "sac":

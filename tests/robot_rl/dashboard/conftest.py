@@ -347,3 +347,25 @@ def sim2real_root(perturbed_flight: Path, trained_bundle: Path, tmp_path_factory
     (two / "replay.json").write_text(json.dumps(doc))
     make_run(root, "hover_ppo_s1", task="crazyflie_hover", reward="dense", guidance="none", seed=1, success=0.9)
     return root
+
+
+@pytest.fixture(scope="session")
+def seed_sweep_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 3-seed sweep of two learning rates: six short real runs by one `robot-rl train -m`."""
+    from robot_rl import commands
+
+    root = tmp_path_factory.mktemp("sweep")
+    runs = commands.cmd_train(
+        [
+            "-m",
+            "seed=0,1,2",
+            "algo.learning_rate=0.001,0.0003",
+            f"runs_root={root}",
+            "task.num_worlds=16",
+            "train.iterations=5",
+            "algo.num_steps_per_env=8",
+            "train.progress=false",
+        ]  # fmt: skip
+    )
+    assert len(runs) == 6
+    return root

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import numpy as np
 import pytest
 
 from robot_rl.dashboard.server import DashboardServer
@@ -281,6 +282,22 @@ def test_the_headline_is_the_standard_evaluation(browser: Any, tiny_run: Path, t
         assert cells[12] == f"{100 * bundle['metrics']['success_rate']:.1f}%"
         assert cells[13] == f"{100 * zero['metrics']['success_rate']:.1f}%"
         assert cells[14] != "—"  # the SITL flight's final error
+        # where it failed: the standard evaluation's episodes, sortable, with their histograms
+        pg.click("#runs tr.run-row[data-run='demo_like'] a.run-link")
+        pg.click("#evals tr[data-eval='checkpoint_train'] a.episodes-link")
+        rows = pg.locator("#episodes tbody tr")
+        rows.nth(31).wait_for()
+        assert rows.count() == 32 == len(standard["per_episode"])
+        counts = pg.locator("#hist-error svg").get_attribute("data-counts")
+        assert sum(int(c) for c in counts.split(",")) == 32
+        failed = sum(not e["success"] for e in standard["per_episode"])
+        assert f"32 episodes, {failed} failed" in pg.locator("#episode-summary").inner_text()
+        pg.click("#episodes thead th:nth-child(4)")  # position error, ascending
+        shown = [float(t) for t in pg.locator("#episodes tbody tr td:nth-child(4)").all_inner_texts()]
+        recorded = sorted(e["position_error_m"] for e in standard["per_episode"])
+        assert shown == pytest.approx(recorded, rel=1e-3)
+        first = int(rows.first.get_attribute("data-episode"))
+        assert standard["per_episode"][first]["position_error_m"] == pytest.approx(recorded[0])
 
 
 @pytest.mark.slow
@@ -377,3 +394,72 @@ def test_sim_vs_real_page(browser: Any, sim2real_root: Path, serve: Any) -> None
         pg.goto(server.url + "#/sim2real/flight")  # one entry on its own
         pg.wait_for_function("document.querySelectorAll('section.s2r-entry').length === 1")
         assert pg.locator("section.s2r-entry article.s2r-log figure.s2r-axis").count() == 3
+
+
+def _tb_series(run: Path, tag: str) -> dict[int, float]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (events,) = (run / "tb").glob("events.*")
+    acc = EventAccumulator(str(events), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {e.step: e.value for e in acc.Scalars(tag)}
+
+
+def test_curves_across_seeds_page(browser: Any, seed_sweep_root: Path, serve: Any) -> None:
+    """Six real runs (two learning rates x 3 seeds), selected on the leaderboard: the curve page draws one
+    line and one band per configuration against env steps; its CSV ends, per configuration, at the mean and
+    t interval of the three seeds' last logged values (read here from their own TensorBoard files)."""
+    import csv
+    import io
+    import urllib.request
+
+    runs = sorted(p for p in seed_sweep_root.iterdir() if p.is_dir())
+    server = serve(seed_sweep_root)
+    for pg in _guarded_page(browser, server.url):
+        pg.goto(server.url)
+        for r in runs:
+            pg.locator(f"#runs tr.run-row[data-run='{r.name}'] input[type=checkbox]").check()
+        pg.click("#curves-selected")
+        pg.locator("#curve-groups tbody tr").nth(1).wait_for()
+        pg.select_option("#curve-tag", "Loss/value")
+        pg.wait_for_function("location.hash.includes('Loss%2Fvalue')")
+        pg.locator("#curve-figure polyline.plot-line").nth(1).wait_for()
+        labels = sorted(
+            pg.locator("#curve-figure polyline.plot-line").evaluate_all("ls => ls.map(l => l.dataset.series)")
+        )
+        assert labels == ["algo.learning_rate=0.0003", "algo.learning_rate=0.001"]
+        assert pg.locator("#curve-figure polygon.plot-band").count() == 2
+        assert pg.locator("#curve-groups tbody tr td:nth-child(2)").all_inner_texts() == ["3", "3"]
+        listed = pg.locator("#curve-groups tbody tr td:nth-child(6) a").all_inner_texts()
+        assert sorted(listed) == [r.name for r in runs]
+        csv_href = pg.locator("#download-csv").get_attribute("href")
+        assert pg.locator("#download-svg").get_attribute("href").startswith("data:image/svg+xml")
+        pg.screenshot(path=str(ARTIFACTS / "dashboard_curves.png"), full_page=True)
+    with urllib.request.urlopen(server.url + csv_href) as resp:
+        assert resp.headers["Content-Type"].startswith("text/csv")
+        rows = list(csv.DictReader(io.StringIO(resp.read().decode())))
+    by_group: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        by_group.setdefault(row["group"], []).append(row)
+    assert sorted(by_group) == ["algo.learning_rate=0.0003", "algo.learning_rate=0.001"]
+    for group, grows in by_group.items():
+        members = grows[0]["runs"].split()
+        assert len(members) == 3 and len(grows) > 1
+        lr = group.split("=")[1]
+        assert all(f"learning_rate: {lr}" in (seed_sweep_root / m / "config.yaml").read_text() for m in members)
+        # each seed's logged (env steps, value), NaN iterations left out as the page does
+        seeds = []
+        for m in members:
+            value, steps = (
+                _tb_series(seed_sweep_root / m, "Loss/value"),
+                _tb_series(seed_sweep_root / m, "Perf/total_env_steps"),
+            )
+            its = sorted(i for i in value if np.isfinite(value[i]))
+            seeds.append((np.array([steps[i] for i in its]), np.array([value[i] for i in its])))
+        end = min(float(x[-1]) for x, _ in seeds)  # the curve ends where the shortest seed does
+        assert float(grows[-1]["x (env steps)"]) == end
+        final = [float(np.interp(end, x, y)) for x, y in seeds]
+        mean, sd = sum(final) / 3, float(np.std(final, ddof=1))
+        half = 4.303 * sd / 3**0.5  # t(0.975, 2 dof), as robot_rl.store.stats tabulates it
+        got = [float(grows[-1][k]) for k in ("mean Loss/value", "ci95_lo", "ci95_hi")]
+        assert got == pytest.approx([mean, mean - half, mean + half], rel=1e-5, abs=1e-6)
