@@ -114,6 +114,9 @@ class RunConfig:
     resume: str | None = None  # a run directory to continue from its latest checkpoint
     resume_finished: bool = False  # resume= of a finished run trains it further only when this is set
     init_from: str | None = None  # a NEW run starts from this checkpoint; it trains train.iterations more
+    # tensorboard: <run>/tb; wandb: TensorBoard and a Weights & Biases run in offline mode (<run>/wandb, never the
+    # network; `wandb sync <run>/wandb/offline-run-*` uploads it later)
+    logger: str = option("tensorboard", Choice(("tensorboard", "wandb")))
     train: TrainConfig = field(default_factory=TrainConfig)
     imitation: DaggerConfig = field(default_factory=DaggerConfig)  # train.warm_start=dagger and robot-rl imitate
     eval: EvalConfig = field(default_factory=EvalConfig)

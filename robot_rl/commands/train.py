@@ -107,10 +107,9 @@ def attach_guidance(cfg: DictConfig, env, run_dir: Path | None) -> str:
 
 def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     """overrides: the command line's, so that resume= says what it applies and what it ignores."""
-    from torch.utils.tensorboard import SummaryWriter
-
     from robot_rl.training.learners import check_algo, make_trainer, needs_final_observation
     from robot_rl.training.resume import resume_config
+    from robot_rl.training.scalar_log import open_scalar_log
 
     check_algo(OmegaConf.to_container(cfg.algo, resolve=True))
     t_setup = time.perf_counter()
@@ -151,7 +150,7 @@ def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     if used != read_meta(run_dir).get("guidance"):  # what was used, not what was asked for
         update_meta(run_dir, guidance=used)
     env.stagger_episodes()
-    writer = SummaryWriter(log_dir=str(run_dir / "tb"), flush_secs=5)
+    writer = open_scalar_log(run_dir, str(cfg.logger), OmegaConf.to_container(cfg, resolve=True))
     trainer = make_trainer(
         env,
         OmegaConf.to_container(cfg.algo, resolve=True),
