@@ -84,6 +84,32 @@ def perturbed_flight(trained_bundle, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def flight_fit(perturbed_flight, trained_bundle, tmp_path_factory) -> dict:
+    """`robot-rl sysid` then `robot-rl replay` (the fit, and the bundle in closed loop) of the "real" flight, once
+    for the session: {"out": the folder both wrote, "sysid": and "replay": what each printed}. The sysid tests
+    check the fit, the dashboard's sim-vs-real page shows the folder."""
+    import contextlib
+    import io
+
+    from sim2real_robot import HIDDEN  # on sys.path since perturbed_flight
+
+    from robot_rl.cli import main
+
+    out = tmp_path_factory.mktemp("s2r_fit") / "flight"
+    printed = {}
+    for verb, args in (
+        ("sysid", [f"mass_kg={HIDDEN['mass_kg']}"]),
+        ("replay", [f"params={out / 'sysid.yaml'}", f"bundle={trained_bundle}"]),
+    ):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            code = main([verb, f"log={perturbed_flight}", *args, f"out={out}"])
+        assert code == 0, buf.getvalue()[-2000:]
+        printed[verb] = buf.getvalue()
+    return {"out": out, **printed}
+
+
+@pytest.fixture(scope="session")
 def trained_arm_bundle(tmp_path_factory) -> Path:
     """The committed arm reach policy (tests/data/arm_reach_ppo)."""
     return _export_committed("arm_reach_ppo", tmp_path_factory)

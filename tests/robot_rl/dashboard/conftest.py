@@ -321,20 +321,14 @@ def hostile_server(hostile_root: Path, tmp_path: Path) -> Iterator[DashboardServ
 
 
 @pytest.fixture(scope="session")
-def sim2real_root(perturbed_flight: Path, trained_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def sim2real_root(flight_fit: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A runs root whose sim2real/ holds what our own commands write for the "real" flight (tests/conftest.py):
     ``flight/`` from ``robot-rl sysid`` then ``robot-rl replay`` with the fit and the bundle (open and closed
-    loop); ``broken/`` the same files with replay.json cut mid-write; ``two_logs/`` that replay.json with a
-    second log whose positions were cut short (one bad log in a good file); and one ordinary run."""
-    from sim2real_robot import HIDDEN  # on sys.path since perturbed_flight
-
-    from robot_rl.cli import main
-
+    loop, the session's flight_fit); ``broken/`` the same files with replay.json cut mid-write; ``two_logs/`` that
+    replay.json with a second log whose positions were cut short (one bad log in a good file); and one ordinary
+    run."""
     root = tmp_path_factory.mktemp("s2r_runs")
-    out = root / "sim2real" / "flight"
-    log = f"log={perturbed_flight}"
-    assert main(["sysid", log, f"mass_kg={HIDDEN['mass_kg']}", f"out={out}"]) == 0
-    assert main(["replay", log, f"params={out / 'sysid.yaml'}", f"bundle={trained_bundle}", f"out={out}"]) == 0
+    out = shutil.copytree(flight_fit["out"], root / "sim2real" / "flight")
     broken = shutil.copytree(out, root / "sim2real" / "broken")
     data = (broken / "replay.json").read_bytes()
     (broken / "replay.json").write_bytes(data[: len(data) // 2])

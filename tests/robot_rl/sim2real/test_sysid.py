@@ -10,15 +10,14 @@ from robot_rl.cli import main
 pytestmark = pytest.mark.slow
 
 
-def test_sysid_recovers_hidden_parameters(perturbed_flight, tmp_path, capsys):
+def test_sysid_recovers_hidden_parameters(flight_fit):
+    """robot-rl sysid of the "real" flight (the session's flight_fit, which then replays it with the fit)."""
     from sim2real_robot import HIDDEN
 
     from sim.tasks.crazyflie.physical import load_fit
 
-    out = tmp_path / "fit"
-    assert main(["sysid", f"log={perturbed_flight}", f"mass_kg={HIDDEN['mass_kg']}", f"out={out}"]) == 0
-    printed = capsys.readouterr().out
-    assert "95% interval" in printed and "latency_s" in printed
+    out = flight_fit["out"]
+    assert "95% interval" in flight_fit["sysid"] and "latency_s" in flight_fit["sysid"]
     fit = load_fit(out / "sysid.yaml")
     truth = {**HIDDEN, "inertia_scale": 1.0}
     for name in ("thrust_scale", "inertia_scale", "motor_tau_s", "latency_s"):
@@ -31,11 +30,9 @@ def test_sysid_recovers_hidden_parameters(perturbed_flight, tmp_path, capsys):
     assert "thrust_scale" in report and "motor_tau_s" in report
 
     # replay prints its error table for both models and the fitted one predicts better
-    capsys.readouterr()
-    assert main(["replay", f"log={perturbed_flight}", f"params={out / 'sysid.yaml'}", f"out={tmp_path / 'r'}"]) == 0
-    table = capsys.readouterr().out
+    table = flight_fit["replay"]
     assert "|ez| median" in table and "fitted" in table and "nominal" in table
-    assert (tmp_path / "r" / "replay.json").is_file() and (tmp_path / "r" / "replay.svg").stat().st_size > 1000
+    assert (out / "replay.json").is_file() and (out / "replay.svg").stat().st_size > 1000
 
 
 def test_training_randomization_recentred_on_a_fit(tmp_path):
