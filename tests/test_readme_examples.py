@@ -2,9 +2,9 @@
 holding `.venv` and `runs/`, no `make`, no display and MUJOCO_GL unset. Placeholders (`<run>`, `<plan run>`)
 name a real tiny run (tests/conftest.py). Each works (exit 0) or ends in one clear line on stderr.
 
-Not run here: `play ... episode=N` (tests/robot_rl/play/test_play_episode.py films an evaluation episode and checks
-its error against the record), training commands (minutes; the same code paths run in tests/robot_rl/training and cli), SITL
-and deploy check (tests/ros_nodes), replay/sysid (need a flight log: tests/robot_rl/sim2real)."""
+Not run here: `play ... episode=N` (tests/robot_rl/play/test_play_episode.py films an evaluation episode and
+checks its error against the record), training commands (minutes; the same code paths run in tests/robot_rl/training
+and cli), SITL and deploy check (tests/ros_nodes), replay/sysid (need a flight log: tests/robot_rl/sim2real)."""
 
 from __future__ import annotations
 

@@ -76,6 +76,7 @@ def swarm_deploy_policy(runtime, seed: int = 0) -> Policy:
 
 
 OUTCOME_KEYS = ("ids", "terms", "success", "crash", "position_error_m")
+TRACED_EPISODES = 4  # episodes 0..3 record their path (Task.trace_position) for the dashboard's trajectory plots
 
 
 def evaluate(env, policy: Policy, progress: bool = True, record_obs: int = 0) -> dict:
@@ -93,8 +94,18 @@ def evaluate(env, policy: Policy, progress: bool = True, record_obs: int = 0) ->
     term_sums: dict[str, torch.Tensor] = {}
     extra: dict[str, torch.Tensor] = {}  # further per-episode outcomes of the task (tracking errors, levels)
     recorded = []
+    traced = min(TRACED_EPISODES, n)
+    first_trace = env.task.trace_position()
+    traces: list[list[list[float]]] | None = None
+    if first_trace is not None and tuple(first_trace.shape) == (n, 3):
+        traces = [[] for _ in range(traced)]
     bar = tqdm(range(env.max_episode_length), desc="eval", disable=not progress, unit="step", leave=False)
     for _ in bar:
+        if traces is not None:
+            pos = env.task.trace_position()[:traced].tolist()
+            for i in range(traced):
+                if not done[i]:
+                    traces[i].append([round(v, 4) for v in pos[i]])
         actions = policy(env)
         if record_obs:
             recorded.append(env.get_observations()["policy"][:record_obs].clone())
@@ -141,6 +152,9 @@ def evaluate(env, policy: Policy, progress: bool = True, record_obs: int = 0) ->
             for i in range(n)
         ],
     }
+    if traces is not None:  # where the first episodes went: positions at each control step, from the start
+        for i, path in enumerate(traces):
+            summary["per_episode"][i].update(trace_position_m=path, trace_dt_s=float(env.task.control_dt))
     if record_obs:
         summary["recorded_obs"] = torch.cat(recorded).numpy()
     return summary

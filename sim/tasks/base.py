@@ -149,6 +149,11 @@ class Task(ABC):
     def episode_outcome(self, ids: torch.Tensor, time_outs: torch.Tensor) -> dict[str, torch.Tensor]:
         """Metrics of the episodes ending now (before their worlds reset): success, errors, ..."""
 
+    def trace_position(self) -> torch.Tensor | None:
+        """(n, 3) position (m, world frame; an arm's base frame) of what the task moves (a drone, a trunk, the
+        gripper), recorded along a few evaluation episodes for the dashboard's trajectory plots; None: none."""
+        return None
+
     @abstractmethod
     def controller_state(self) -> list[torch.Tensor]:
         """Every tensor of internal state (filters, firmware, targets) that a state hash must cover."""

@@ -438,7 +438,19 @@ async function episodesPage(runName, evalName) {
   const eps = await getJSON(`/api/episodes?${new URLSearchParams({ name: runName, eval: evalName })}`);
   document.title = `robot_rl — ${runName} · ${evalName}`;
   const extraKeys = [...new Set(eps.flatMap((e) => Object.keys(e)))]
-    .filter((k) => !["episode", "success", "crashed", "position_error_m", "return"].includes(k));
+    .filter((k) => !["episode", "success", "crashed", "position_error_m", "return", "trace_dt_s"].includes(k))
+    .filter((k) => eps.every((e) => e[k] === undefined || e[k] === null || typeof e[k] !== "object"));
+  // The first episodes' paths (Task.trace_position): height over time and the path seen from above.
+  const traced = eps.filter((e) => Array.isArray(e.trace_position_m) && e.trace_position_m.length);
+  const trajectories = traced.length ? h("section", { id: "trajectories" }, h("h2", {}, "Trajectories"),
+    h("div", { class: "plots" },
+      h("figure", { class: "curve", id: "trace-height" }, Plot.line(traced.map((e) => ({
+        name: `episode ${e.episode}${e.success ? "" : " (failed)"}`, group: `episode-${e.episode}`,
+        points: e.trace_position_m.map((p, k) => [k * (e.trace_dt_s || 1), p[2]]) })), { title: "height z (m)", xlabel: "s" })),
+      h("figure", { class: "curve", id: "trace-path" }, Plot.line(traced.map((e) => ({
+        name: `episode ${e.episode}`, group: `episode-${e.episode}`,
+        points: e.trace_position_m.map((p) => [p[0], p[1]]) })), { title: "path from above: y (m) against x (m)", xlabel: "x (m)" }))))
+    : null;
   const failed = eps.filter((e) => !e.success).length;
   const columns = ["episode", "success", "crashed", "position error (m)", "return", ...extraKeys];
   const play = (e) => `robot-rl play run=runs/${runName} episode=${e.episode} evaluation=${evalName}`;
@@ -451,6 +463,7 @@ async function episodesPage(runName, evalName) {
       h("figure", { class: "curve", id: "hist-error" }, histogram(eps.map((e) => e.position_error_m), { title: "final position error (m)", xlabel: "m" })),
       h("figure", { class: "curve", id: "hist-return" }, histogram(eps.map((e) => e.return), { title: "episode return", xlabel: "return" })))
       : h("p", { class: "empty" }, "No per-episode records for this evaluation."),
+    trajectories,
     sortable(h("table", { class: "runs", id: "episodes" },
       h("thead", {}, h("tr", {}, columns.map((c) => h("th", {}, c)))),
       h("tbody", {}, eps.map((e) => h("tr", { class: e.success ? "ok" : "failed", "data-episode": e.episode, title: play(e) },

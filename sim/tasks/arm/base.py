@@ -374,6 +374,10 @@ class ArmTask(Task):
     def goal_error(self) -> torch.Tensor:
         """Each arm task defines it."""
 
+    def trace_position(self) -> torch.Tensor:
+        """The gripper (TCP)'s position (see Task.trace_position)."""
+        return self.tcp_pos
+
     def terminated(self) -> torch.Tensor:
         return self.dropped.clone()
 

@@ -366,6 +366,10 @@ class CrazyflieHover(Task):
             "crash": w.crash * self.crashed.double(),
         }
 
+    def trace_position(self) -> torch.Tensor:
+        """The drone's position (see Task.trace_position)."""
+        return self.backend.qpos[:, 0:3]
+
     def terminated(self) -> torch.Tensor:
         return self.crashed.clone()
 

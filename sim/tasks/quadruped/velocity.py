@@ -457,6 +457,10 @@ class QuadrupedVelocity(Task):
         terms["fall"] = w.fall * self.fell.double()
         return terms
 
+    def trace_position(self) -> torch.Tensor:
+        """The trunk's position (see Task.trace_position)."""
+        return self.backend.qpos[:, 0:3]
+
     def terminated(self) -> torch.Tensor:
         return self.fell.clone()
 

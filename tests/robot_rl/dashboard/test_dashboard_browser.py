@@ -296,6 +296,12 @@ def test_the_headline_is_the_standard_evaluation(browser: Any, tiny_run: Path, t
         shown = [float(t) for t in pg.locator("#episodes tbody tr td:nth-child(4)").all_inner_texts()]
         recorded = sorted(e["position_error_m"] for e in standard["per_episode"])
         assert shown == pytest.approx(recorded, rel=1e-3)
+        traced = [e for e in standard["per_episode"] if "trace_position_m" in e]
+        assert [e["episode"] for e in traced] == [0, 1, 2, 3]  # evaluate records the first four episodes' paths
+        heights = pg.locator("#trace-height polyline.plot-line")
+        assert heights.count() == 4 and pg.locator("#trace-path polyline.plot-line").count() == 4
+        # each drawn with one point per recorded control step
+        assert len(heights.first.get_attribute("points").split()) == len(traced[0]["trace_position_m"])
         first = int(rows.first.get_attribute("data-episode"))
         assert standard["per_episode"][first]["position_error_m"] == pytest.approx(recorded[0])
 
