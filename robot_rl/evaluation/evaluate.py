@@ -101,7 +101,7 @@ def evaluate(env, policy: Policy, progress: bool = True, record_obs: int = 0) ->
         traces = [[] for _ in range(traced)]
     bar = tqdm(range(env.max_episode_length), desc="eval", disable=not progress, unit="step", leave=False)
     for _ in bar:
-        if traces is not None:
+        if traces is not None and not bool(done[:traced].all()):  # the traced episodes are over: stop reading
             pos = env.task.trace_position()[:traced].tolist()
             for i in range(traced):
                 if not done[i]:
