@@ -48,7 +48,8 @@ class LimitWatcher:
         self.ctx = Context()
         rclpy.init(context=self.ctx, domain_id=domain_id)
         self.node = rclpy.create_node("limit_watcher", namespace=f"/{namespace}", context=self.ctx)
-        self.commands: list[tuple[float, np.ndarray]] = []  # (ROS time at receipt, rpyt)
+        self.commands: list[tuple[float, np.ndarray]] = []  # (DDS reception stamp, system clock s; rpyt)
+        self.sources: list[float] = []
         self.node.create_subscription(Twist, "cmd_vel_legacy", self._on_cmd, qos.COMMAND)
         self.ex = SingleThreadedExecutor(context=self.ctx)
         self.ex.add_node(self.node)
@@ -62,11 +63,15 @@ class LimitWatcher:
             self.ex.spin_once(timeout_sec=0.01)
 
     def now(self) -> float:
+        """System time in seconds, the clock of the reception stamps (this node does not use sim time)."""
         return self.node.get_clock().now().nanoseconds * 1e-9
 
-    def _on_cmd(self, msg: Twist) -> None:
+    def _on_cmd(self, msg: Twist, info: dict) -> None:
+        # The DDS layer stamps reception in its own thread: the time does not wait for this Python
+        # thread to get the GIL from the test's others.
         cmd = twist_to_rpyt(msg)
-        self.commands.append((self.now(), cmd))
+        self.commands.append((info["received_timestamp"] * 1e-9, cmd))
+        self.sources.append(info["source_timestamp"] * 1e-9)
         self.ledger.seen += 1
         why = out_of_limits(cmd, self.ledger.limits)
         if why:
