@@ -153,11 +153,15 @@ def test_a_second_commander_blocks_arming_until_it_leaves(pd_bundle, tmp_path):
     intruder = h.node.create_publisher(Twist, "cmd_vel_legacy", qos.COMMAND)  # publishes nothing: being there is enough
     try:
         graph.start("policy", "policy_node", {"bundle": str(pd_bundle), "goal": [0.0, 0.0, 1.0]})
-        graph.start("safety", "safety_node", {"bundle": str(pd_bundle)})
+        # The node watches the graph this long before it may arm. The default (1 s) was shorter than DDS
+        # discovery once in CI on a loaded machine: it armed, then saw the intruder and landed.
+        settle_s = 5.0
+        t_started = time.monotonic()
+        graph.start("safety", "safety_node", {"bundle": str(pd_bundle), "discovery_settle_s": settle_s})
         fault = "second publisher on /cf1/cmd_vel_legacy: /cf1/harness"
         assert h.wait_for(lambda: any(fault in e for e in h.safety_events), 30.0), h.safety_events
-        # state and actions flow and the unlock setpoints go out, yet it does not arm
-        assert h.wait_for(lambda: len(h.commands) > 50, 30.0), graph.log("safety")
+        # state and actions flow and the unlock setpoints go out past the settle window, yet it does not arm
+        assert h.wait_for(lambda: len(h.commands) > 50 and time.monotonic() > t_started + settle_s + 1.0, 30.0)
         assert not any(m.startswith("ACTIVE") for _, m in h.modes), h.modes
         assert int(h.safety_diag.get("command.second_publisher", "0")) > 0, h.safety_diag
         h.node.destroy_publisher(intruder)
