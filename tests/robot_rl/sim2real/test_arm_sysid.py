@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 # the "real" arm: viscous damping x1.5, armature x1.3, servo stiffness x0.8; encoder-like joint noise
 HIDDEN = {"damping_scale": 1.5, "armature_scale": 1.3, "kp_scale": 0.8}
 SENSING = {"position_noise_rad": 5e-4, "velocity_noise_rads": 5e-3}
-RUN_S = 10.0
+RUN_S = 14.0  # 35 windows of 0.4 s; a loaded machine loses up to half (see below)
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +79,10 @@ def arm_fit(perturbed_reach, tmp_path_factory):
 def test_sysid_recovers_hidden_arm_parameters(arm_fit):
     doc, printed, out = arm_fit
     assert "95% interval" in printed and "kp_scale" in printed
-    # 25 windows fit in the run; a loaded machine (CI) loses a few to commands superseded within a step
-    assert doc["robot"] == "panda_like" and doc["windows"] >= 15
+    # Windows with a step of two commands are left out: the safety node's keep-alive goes out when the policy is
+    # late in wall time, and the lock-stepped bridge steps on each. Measured: 22 of 25 windows of a 10 s run on an
+    # idle machine, 11 in a CI run of a slow day; 12 leave the three parameters well determined.
+    assert doc["robot"] == "panda_like" and doc["windows"] >= 12
     assert doc["cost"]["fitted"] < 0.1 * doc["cost"]["nominal"], doc["cost"]
     for name, truth in HIDDEN.items():
         entry = doc["parameters"][name]
