@@ -1,11 +1,16 @@
-"""Throughput of our off-policy learner (algo=td3) on crazyflie_hover, beside skrl's TD3 on the same env.
+"""Throughput of the learners on crazyflie_hover: PPO, SAC and TD3 (ours), beside skrl's TD3 on the same env.
 
-Prints, from one run and one process: env steps/s of collection (actor + exploration + env step + replay
-insert) and gradient updates/s (sample + one TD3 critic update, the actor every policy_delay-th) for
-  - ours: robot_rl.training.off_policy (n-step sampling, LayerNorm twin critics, asymmetric critic),
+Prints, from one run and one process, env steps/s of collection and gradient updates/s for
+  - PPO (rsl_rl's, as `algo=ppo` trains it): collection = act + env step + rollout storage; an update is one
+    minibatch gradient step of the iteration's epochs x minibatches, so updates/s compare with the off-policy
+    learners' (its rollout is `num_steps_per_env` steps, collected whole before each update block),
+  - SAC and TD3 (robot_rl.training.off_policy: n-step sampling, LayerNorm twin critics, asymmetric critic):
+    collection = actor + exploration + env step + replay insert; an update = sample + one critic update (the
+    actor every policy_delay-th for TD3, every step for SAC with its temperature),
   - skrl 2.x TD3 (a maintained library: agent.act + record_transition into its RandomMemory, agent.update
     with gradient_steps=1) with the same widths, batch size and buffer size, on the same env,
-and the ratio ours / skrl. Collection and updates are timed in alternating blocks so load changes cancel.
+and the ratio of each to the first learner measured (PPO). Collection and updates are timed in alternating
+blocks so load changes cancel.
 
 Libraries considered: skrl installs through requirements/constraints.txt without CUDA and without other
 packages (pip install skrl -c requirements/constraints.txt); it is not a dependency of robot_rl, so the
@@ -18,7 +23,7 @@ anyway: neither skrl nor torchrl's stock TD3/SAC has n-step returns with time-ou
 final observation in one batched step (skrl stores `terminated` only and bootstraps every truncation from
 the post-reset observation it is given), and the bundle export needs our actor's normalizer + MLP.
 
-    python bench/off_policy_throughput.py [--worlds 1024] [--batch 1024] [--hidden 128] [--blocks 4]
+    python bench/learner_throughput.py [--worlds 1024] [--batch 1024] [--hidden 128] [--blocks 4]
 """
 
 from __future__ import annotations
@@ -33,36 +38,70 @@ from omegaconf import OmegaConf
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 
-def make(worlds: int, nthread: int):
+def make(worlds: int, nthread: int, algo: str = "td3"):
     from robot_rl.config import load_config
     from robot_rl.envs import make_env
 
-    cfg = load_config(["algo=td3", f"task.num_worlds={worlds}", f"backend.nthread={nthread}"])
-    return cfg, make_env(cfg, final_observation=True)
+    cfg = load_config([f"algo={algo}", f"task.num_worlds={worlds}", f"backend.nthread={nthread}"])
+    return cfg, make_env(cfg, final_observation=algo != "ppo")
 
 
-class Ours:
-    name = "ours"
+class PPO:
+    name = "PPO"
 
     def __init__(self, worlds, batch, hidden, nthread):
+        from robot_rl.training.ppo_trainer import PPOTrainer
+
+        cfg, self.env = make(worlds, nthread, "ppo")
+        algo = OmegaConf.to_container(cfg.algo, resolve=True)
+        self.tr = PPOTrainer(self.env, algo)
+        self.alg = self.tr.alg
+        self.alg.train_mode()
+        self.rollout = self.tr.cfg["num_steps_per_env"]
+        self.grad_steps = self.tr.cfg["algorithm"]["num_learning_epochs"] * self.tr.cfg["algorithm"]["num_mini_batches"]
+        self.obs = self.env.get_observations()
+
+    def collect_block(self, steps: int) -> int:
+        """One whole rollout (`steps` is the off-policy learners' block; PPO's block is its rollout)."""
+        with torch.inference_mode():
+            for _ in range(self.rollout):
+                actions = self.alg.act(self.obs)
+                self.obs, rewards, dones, extras = self.env.step(actions)
+                self.alg.process_env_step(self.obs, rewards, dones, extras)
+        return self.rollout * self.env.num_worlds
+
+    def update_block(self, steps: int) -> int:
+        with torch.inference_mode():
+            self.alg.compute_returns(self.obs)
+        self.alg.update()
+        return self.grad_steps
+
+
+class OffPolicy:
+    def __init__(self, worlds, batch, hidden, nthread, algo_name="td3"):
         from robot_rl.training.off_policy.trainer import OffPolicyTrainer
 
-        cfg, self.env = make(worlds, nthread)
+        self.name = algo_name.upper()
+        cfg, self.env = make(worlds, nthread, algo_name)
         algo = OmegaConf.to_container(cfg.algo, resolve=True)
         algo.update(batch_size=batch, learning_starts=0, actor_hidden_dims=[hidden] * 2)
         algo.update(critic_hidden_dims=[hidden] * 2, buffer_size=200_000)
         self.tr = OffPolicyTrainer(self.env, algo)
         self.obs = self.env.get_observations()
 
-    def collect(self):
-        self.obs = self.tr.collect_step(self.obs)[0]
+    def collect_block(self, steps: int) -> int:
+        for _ in range(steps):
+            self.obs = self.tr.collect_step(self.obs)[0]
+        return steps * self.env.num_worlds
 
-    def update(self):
-        self.tr._update()
+    def update_block(self, steps: int) -> int:
+        for _ in range(steps):
+            self.tr._update()
+        return steps
 
 
 class Skrl:
-    name = "skrl TD3"
+    name = "skrl-TD3"
 
     def __init__(self, worlds, batch, hidden, nthread):
         import gymnasium
@@ -135,8 +174,15 @@ class Skrl:
         )
         self.obs, self.t = nxt, self.t + 1
 
-    def update(self):
-        self.agent.update(timestep=self.t, timesteps=10**9)
+    def collect_block(self, steps: int) -> int:
+        for _ in range(steps):
+            self.collect()
+        return steps * self.env.num_worlds
+
+    def update_block(self, steps: int) -> int:
+        for _ in range(steps):
+            self.agent.update(timestep=self.t, timesteps=10**9)
+        return steps
 
 
 def main() -> None:
@@ -148,42 +194,42 @@ def main() -> None:
     p.add_argument("--blocks", type=int, default=4)
     p.add_argument("--steps", type=int, default=20, help="env steps and updates per block")
     a = p.parse_args()
-    learners = [Ours(a.worlds, a.batch, a.hidden, a.nthread)]
+    learners = [PPO(a.worlds, a.batch, a.hidden, a.nthread)]
+    learners += [OffPolicy(a.worlds, a.batch, a.hidden, a.nthread, name) for name in ("sac", "td3")]
     try:
         learners.append(Skrl(a.worlds, a.batch, a.hidden, a.nthread))
     except ImportError as e:
-        print(f"skrl not importable ({e}): only our learner is measured")
-    for lr in list(learners):  # fill the buffers past one batch, warm up
-        for _ in range(max(3, -(-a.batch // a.worlds) + 1)):
-            lr.collect()
+        print(f"skrl not importable ({e}): only our learners are measured")
+    warm = max(3, -(-a.batch // a.worlds) + 1)  # fill the replay buffers past one batch
+    for lr in list(learners):
+        lr.collect_block(warm)
         try:
-            lr.update()
-        except RuntimeError as e:  # skrl 2.1.1 here: its memory hands back an empty batch (see the report)
+            lr.update_block(1)
+        except RuntimeError as e:  # skrl 2.1.1 here: its memory hands back an empty batch (see the docstring)
             print(f"{lr.name}: update failed ({str(e).splitlines()[0]}): not measured")
             learners.remove(lr)
-    t = {(lr.name, k): 0.0 for lr in learners for k in ("collect", "update")}
+    seconds = {(lr.name, k): 0.0 for lr in learners for k in ("collect", "update")}
+    counts = dict.fromkeys(seconds, 0)
     for _ in range(a.blocks):
         for lr in learners:
-            for k in ("collect", "update"):
-                fn = getattr(lr, k)
+            for k, block in (("collect", lr.collect_block), ("update", lr.update_block)):
                 t0 = time.perf_counter()
-                for _ in range(a.steps):
-                    fn()
-                t[lr.name, k] += time.perf_counter() - t0
-    n = a.blocks * a.steps
+                counts[lr.name, k] += block(a.steps)
+                seconds[lr.name, k] += time.perf_counter() - t0
+    rate = {key: counts[key] / seconds[key] for key in seconds}
     threads = torch.get_num_threads()
-    print(f"crazyflie_hover, {a.worlds} worlds, batch {a.batch}, {a.hidden}-wide nets, torch threads {threads}")
+    print(
+        f"crazyflie_hover, {a.worlds} worlds, off-policy batch {a.batch}, {a.hidden}-wide nets, torch threads {threads}"
+    )
+    ref = learners[0].name
     for lr in learners:
-        print(
-            f"  {lr.name:9s} collection {n * a.worlds / t[lr.name, 'collect']:9,.0f} env steps/s   "
-            f"updates {n / t[lr.name, 'update']:7.1f} /s"
+        c, u = rate[lr.name, "collect"], rate[lr.name, "update"]
+        ratio = (
+            ""
+            if lr.name == ref
+            else (f"   x{ref}: collection {c / rate[ref, 'collect']:.2f}, updates {u / rate[ref, 'update']:.2f}")
         )
-    if len(learners) == 2:
-        o, s = learners[0].name, learners[1].name
-        print(
-            f"  ours / skrl: collection {t[s, 'collect'] / t[o, 'collect']:.2f}x, "
-            f"updates {t[s, 'update'] / t[o, 'update']:.2f}x"
-        )
+        print(f"  {lr.name:9s} collection {c:9,.0f} env steps/s   gradient updates {u:7.1f} /s{ratio}")
 
 
 if __name__ == "__main__":
