@@ -21,7 +21,6 @@ from sim.observation_layout import build_observation, quat_xyzw_to_rotmat, store
 from sim.tasks.base import Controls, Task
 from sim.tasks.quadruped.constants import (
     BODY_CONTACTS,
-    CALVES,
     DEFAULT_JOINT_POS,
     FEET,
     FLAT_SCENE,
@@ -47,6 +46,7 @@ from sim.tasks.quadruped.velocity_config import (
     RewardWeights,
     obs_layout,
 )
+from sim.tasks.quadruped.velocity_rewards import velocity_reward_terms
 
 
 @dataclass
@@ -431,31 +431,7 @@ class QuadrupedVelocity(Task):
         return {"policy": policy, "critic": torch.cat(privileged, dim=1)}
 
     def reward_terms(self) -> dict[str, torch.Tensor]:
-        w, b, dt = self.rewards, self.backend, self.control_dt
-        lin, ang, gravity = self.lin_vel, self.ang_vel, self.gravity
-        q = b.qpos[:, 7:]
-        # steps longer than 0.5 s pay, shorter ones cost; only when asked to move
-        air = ((self.step_air_time - 0.5) * self.touchdown).sum(dim=1) * (self.command[:, :2].norm(dim=1) > 0.1)
-        torque = b.derived("actuator_force")
-        soft_low, soft_high = self.soft_low, self.soft_high
-        terms = {
-            "tracking_lin_vel": w.tracking_lin_vel
-            * torch.exp(-((self.command[:, :2] - lin[:, :2]) ** 2).sum(dim=1) / self.tracking_sigma),
-            "tracking_ang_vel": w.tracking_ang_vel * torch.exp(-((self.command[:, 2] - ang[:, 2]) ** 2)
-                                                               / self.tracking_sigma),
-            "lin_vel_z": w.lin_vel_z * lin[:, 2] ** 2,
-            "ang_vel_xy": w.ang_vel_xy * (ang[:, :2] ** 2).sum(dim=1),
-            "orientation": w.orientation * (gravity[:, :2] ** 2).sum(dim=1),
-            "torques": w.torques * (torque**2).sum(dim=1),
-            "joint_acc": w.joint_acc * (((b.qvel[:, 6:] - self.last_qvel) / dt) ** 2).sum(dim=1),
-            "action_rate": w.action_rate * ((self.action - self.prev_action) ** 2).sum(dim=1),
-            "feet_air_time": w.feet_air_time * air,
-            "collision": w.collision * (self.contacts[:, CALVES] > 0).double().sum(dim=1),
-            "joint_limits": w.joint_limits * ((soft_low - q).clamp(min=0) + (q - soft_high).clamp(min=0)).sum(dim=1),
-        }  # fmt: skip
-        terms = {k: v * dt for k, v in terms.items()}
-        terms["fall"] = w.fall * self.fell.double()
-        return terms
+        return velocity_reward_terms(self)
 
     def trace_position(self) -> torch.Tensor:
         """The trunk's position (see Task.trace_position)."""
