@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
+from sim.tasks.base import Task
 from sim.tasks.quadruped.constants import CALVES
 
-if TYPE_CHECKING:
-    from sim.tasks.quadruped.velocity import QuadrupedVelocity
 
-
-def velocity_reward_terms(task: QuadrupedVelocity) -> dict[str, torch.Tensor]:
-    """Named reward terms, each weighted (and scaled by the control period, except the fall penalty)."""
+def velocity_reward_terms(task: Task) -> dict[str, torch.Tensor]:
+    """QuadrupedVelocity's named reward terms, each weighted and scaled by the control period (the fall
+    penalty is not scaled). Typed as Task: velocity.py imports this module."""
     w, b, dt = task.rewards, task.backend, task.control_dt
     lin, ang, gravity = task.lin_vel, task.ang_vel, task.gravity
     q = b.qpos[:, 7:]
