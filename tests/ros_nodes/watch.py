@@ -49,7 +49,6 @@ class LimitWatcher:
         rclpy.init(context=self.ctx, domain_id=domain_id)
         self.node = rclpy.create_node("limit_watcher", namespace=f"/{namespace}", context=self.ctx)
         self.commands: list[tuple[float, np.ndarray]] = []  # (DDS reception stamp, system clock s; rpyt)
-        self.sources: list[float] = []
         self.node.create_subscription(Twist, "cmd_vel_legacy", self._on_cmd, qos.COMMAND)
         self.ex = SingleThreadedExecutor(context=self.ctx)
         self.ex.add_node(self.node)
@@ -71,7 +70,6 @@ class LimitWatcher:
         # thread to get the GIL from the test's others.
         cmd = twist_to_rpyt(msg)
         self.commands.append((info["received_timestamp"] * 1e-9, cmd))
-        self.sources.append(info["source_timestamp"] * 1e-9)
         self.ledger.seen += 1
         why = out_of_limits(cmd, self.ledger.limits)
         if why:
