@@ -121,28 +121,31 @@ VERBS = {
         ),
     ),
     "replay": Verb(
-        "replay log=FILE.mcap[,...] [params=sysid.yaml] [bundle=DIR] [out=DIR] [namespace=cf1]",
+        "replay log=FILE.mcap[,...] [params=sysid.yaml] [bundle=DIR] [out=DIR | runs_root=DIR] [namespace=cf1]",
         "Replay a Crazyflie flight log in simulation: the logged commands open loop from logged states (error per "
         "axis after 0.1, 0.5 and 1 s), and with bundle= the policy closed loop from the log's start.",
         (
             ("log=FILE.mcap", "MCAP logs, comma-separated (required): /<cf>/odom or pose, /<cf>/cmd_vel_legacy"),
             ("params=sysid.yaml", "also replay under a robot-rl sysid fit, beside the nominal model"),
             ("bundle=DIR", "fly this policy closed loop from the log's first state under the logged goals"),
-            ("out=DIR", "replay.json and replay.svg (default runs/sim2real/<log name>/, the dashboard's sim vs real)"),
+            ("out=DIR", "replay.json and replay.svg (default <runs_root>/sim2real/<log name>/: sim vs real's)"),
+            ("runs_root=DIR", "the runs root the default out= is under (default runs, as for train)"),
             ("namespace=cf1", "the drone, when a log holds several"),
         ),
     ),
     "sysid": Verb(
-        "sysid log=FILE.mcap[,...] [mass_kg=KG] [out=DIR] [horizon_s=S] [namespace=cf1]",
+        "sysid log=FILE.mcap[,...] [mass_kg=KG] [out=DIR | runs_root=DIR] [horizon_s=S] [namespace=cf1]",
         "Fit thrust coefficient, inertia, motor time constant and latency of the simulated Crazyflie to flight "
-        "logs, or joint damping, armature and servo stiffness of the simulated arm to joint_states + forward "
-        "position controller logs (the topics tell which), with mujoco.sysid; writes sysid.yaml (values, 95% "
-        "intervals) and mujoco.sysid's report.html.",
+        "logs; joint damping, armature and servo stiffness of the simulated arm to joint_states + forward "
+        "position controller logs; or motor strength, friction and payload of the simulated quadruped to "
+        "joint_states + odom + joint_commands logs (the topics tell which), with mujoco.sysid; writes sysid.yaml "
+        "(values, 95% intervals) and mujoco.sysid's report.html.",
         (
             ("log=FILE.mcap", "MCAP logs, comma-separated (required)"),
             ("mass_kg=KG", "Crazyflie: the weighed mass (default 0.027): logs alone cannot tell mass from thrust"),
-            ("out=DIR", "where sysid.yaml and report.html go (default runs/sim2real/<log name>/)"),
-            ("horizon_s=S", "open-loop window length (default 0.5; arm 0.4)"),
+            ("out=DIR", "where sysid.yaml and report.html go (default <runs_root>/sim2real/<log name>/)"),
+            ("runs_root=DIR", "the runs root the default out= is under (default runs, as for train)"),
+            ("horizon_s=S", "open-loop window length (default 0.5; arm 0.4, quadruped 0.2)"),
             ("max_iters=N", "least-squares iterations per latency (default 30)"),
             ("namespace=cf1", "the drone (or arm), when a log holds several"),
         ),

@@ -7,6 +7,8 @@ target and the PD gains (kp = 0 with kd > 0 is its damping mode).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import torch
 
@@ -14,14 +16,23 @@ from sim.env import sitl_env
 from sim.observation_layout import quat_xyzw_to_rotmat, to_body
 from sim.tasks.quadruped import QuadrupedVelocity
 from sim.tasks.quadruped.constants import JOINT_NAMES
+from sim.tasks.quadruped.physical import QuadrupedParams, write_params
 
 __all__ = ["JOINT_NAMES", "QuadrupedSitl"]
 
 
 class QuadrupedSitl:
-    def __init__(self, seed: int = 0, randomize: bool = False):
+    """physical: parameters that differ from the model's (sim.tasks.quadruped.physical), e.g. a "real" robot whose
+    motor strength, friction and payload the sim-to-real tests fit."""
+
+    def __init__(self, seed: int = 0, randomize: bool = False, physical: Mapping[str, float] | None = None):
+        if physical and randomize:
+            raise ValueError("SITL takes either fixed physical parameters or randomization, not both")
         self.env = sitl_env(QuadrupedVelocity(terrain="flat", command_resample_s=0.0), seed, randomize)
         self.task = self.env.task
+        if physical:
+            values = {k: v for k, v in QuadrupedParams.from_mapping(physical).as_dict().items() if k in physical}
+            write_params(self.task, torch.tensor([0]), values)
         self.dt = self.task.control_dt
         self.time = 0.0
 

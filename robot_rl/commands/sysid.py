@@ -1,5 +1,6 @@
-"""robot-rl sysid: fit the simulator to robot logs (MCAP) with mujoco.sysid: a Crazyflie's flights, or an arm's
-joint_states and forward position controller commands (the log's topics tell which)."""
+"""robot-rl sysid: fit the simulator to robot logs (MCAP) with mujoco.sysid: a Crazyflie's flights, an arm's
+joint_states and forward position controller commands, or a quadruped's joint_states, odom and Go1 low-level
+joint_commands (the log's topics tell which)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from robot_rl.commands.common import split_options
 from robot_rl.config import ConfigError
 
-OPTIONS = ("log", "out", "mass_kg", "namespace", "horizon_s", "max_iters")
+OPTIONS = ("log", "out", "runs_root", "mass_kg", "namespace", "horizon_s", "max_iters")
 
 
 def _float(opts: dict, key: str, default: float, lo: float, hi: float) -> float:
@@ -21,10 +22,12 @@ def _float(opts: dict, key: str, default: float, lo: float, hi: float) -> float:
     return value
 
 
-def sim2real_dir(logs: list) -> Path:
-    """Where a log's replay and fit go by default, and where the dashboard's sim-vs-real page looks:
-    runs/sim2real/<the first log's name>/."""
-    return Path("runs") / "sim2real" / Path(logs[0].source).stem
+def sim2real_dir(logs: list, opts: dict) -> Path:
+    """Where a log's replay and fit go: out=, or by default where the dashboard's sim-vs-real page looks,
+    <runs_root>/sim2real/<the first log's name>/ (runs_root= as for train, default runs)."""
+    if opts.get("out"):
+        return Path(opts["out"])
+    return Path(opts.get("runs_root") or "runs") / "sim2real" / Path(logs[0].source).stem
 
 
 def read_logs(opts: dict, verb: str) -> list:
@@ -39,7 +42,7 @@ def read_logs(opts: dict, verb: str) -> list:
         raise ConfigError(str(e)) from None
 
 
-def _arm_logs(opts: dict) -> list | None:
+def read_arm_logs(opts: dict) -> list | None:
     """The log= files read as an arm's when the first one is an arm's (joint_states and forward position
     controller commands); None for any other log (the Crazyflie's reader takes it, and refuses what it cannot)."""
     from robot_rl.sim2real.arm_log import is_arm_log, read_arm_log
@@ -69,6 +72,34 @@ def _print_logs(logs: list) -> None:
             print(f"  {line}")
 
 
+def read_quadruped_logs(opts: dict) -> list | None:
+    """The log= files read as a quadruped's when the first one is (joint_states and a Go1 low-level command
+    topic); None for any other log."""
+    from robot_rl.sim2real.log_common import LogError, log_topics
+    from robot_rl.sim2real.quadruped_log import is_quadruped_log, read_quadruped_log
+
+    if not opts.get("log") or not is_quadruped_log(log_topics(opts["log"].split(",")[0])):
+        return None
+    try:
+        return [read_quadruped_log(p, opts.get("namespace")) for p in opts["log"].split(",")]
+    except LogError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _sysid_quadruped(opts: dict, logs: list) -> dict:
+    from robot_rl.sim2real.quadruped_sysid import SysidOptions, fit_quadruped, write_fit
+
+    if "mass_kg" in opts:
+        raise ConfigError(
+            "sysid mass_kg= is a Crazyflie's weighed mass; this log is a quadruped's (its payload is fitted)"
+        )
+    options = SysidOptions(
+        horizon_s=_float(opts, "horizon_s", SysidOptions.horizon_s, 0.0, 5.0),
+        max_iters=int(_float(opts, "max_iters", SysidOptions.max_iters, 0, 1000)),
+    )
+    return _fit_and_write(fit_quadruped, write_fit, logs, options, opts, "; train on it with task.params.sysid=")
+
+
 def _sysid_arm(opts: dict, logs: list) -> dict:
     from robot_rl.sim2real.arm_sysid import SysidOptions, fit_arm, write_fit
 
@@ -78,17 +109,17 @@ def _sysid_arm(opts: dict, logs: list) -> dict:
         horizon_s=_float(opts, "horizon_s", SysidOptions.horizon_s, 0.0, 5.0),
         max_iters=int(_float(opts, "max_iters", SysidOptions.max_iters, 0, 1000)),
     )
-    return _fit_and_write(fit_arm, write_fit, logs, options, opts.get("out"), "")
+    return _fit_and_write(fit_arm, write_fit, logs, options, opts, "")
 
 
-def _fit_and_write(fit, write_fit, logs: list, options, out: str | None, hint: str) -> dict:
+def _fit_and_write(fit, write_fit, logs: list, options, opts: dict, hint: str) -> dict:
     """Fit, write sysid.yaml and report.html, print the table; a fit that cannot be made is a ConfigError."""
     _print_logs(logs)
     try:
         result = fit(logs, options, progress=lambda s: print(f"  {s}", flush=True))
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    out_dir = Path(out) if out else sim2real_dir(logs)
+    out_dir = sim2real_dir(logs, opts)
     path = write_fit(result, out_dir, logs, options)
     _print_fit(result, options.horizon_s)
     print(f"wrote {path} and {out_dir / 'report.html'}{hint + str(path) if hint else ''}")
@@ -101,7 +132,10 @@ def cmd_sysid(args: list[str]) -> dict:
     opts, rest = split_options(args, OPTIONS)
     if rest:
         raise ConfigError(f"sysid takes {', '.join(o + '=' for o in OPTIONS)} not {rest[0].split('=')[0]}=")
-    arm = _arm_logs(opts)
+    quadruped = read_quadruped_logs(opts)
+    if quadruped is not None:
+        return _sysid_quadruped(opts, quadruped)
+    arm = read_arm_logs(opts)
     if arm is not None:
         return _sysid_arm(opts, arm)
     logs = read_logs(opts, "sysid")
@@ -111,6 +145,4 @@ def cmd_sysid(args: list[str]) -> dict:
         max_iters=int(_float(opts, "max_iters", SysidOptions.max_iters, 0, 1000)),
     )
     options.stride_s = options.horizon_s
-    return _fit_and_write(
-        fit_crazyflie, write_fit, logs, options, opts.get("out"), "; train on it with task.params.sysid="
-    )
+    return _fit_and_write(fit_crazyflie, write_fit, logs, options, opts, "; train on it with task.params.sysid=")

@@ -80,9 +80,14 @@ class PolicyRuntime:
         self.state = self._initial_state()
         self.last_action = np.zeros(self.bundle.action_dim, dtype=np.float64)
         self.last_command = self.bundle.action.to_raw(self.last_action)
-        self.integrals = {i.name: np.zeros(i.dim) for i in self.bundle.integrators}
+        self.hold_integrators()
         if self.arm is not None:
             self.arm.reset()
+
+    def hold_integrators(self) -> None:
+        """Restart the integrators at zero: while something else holds the robot (a safety node's pre-arm checks),
+        the error it cannot act on must not wind them up."""
+        self.integrals = {i.name: np.zeros(i.dim) for i in self.bundle.integrators}
 
     def observation(self, raw: dict[str, np.ndarray], update: bool = False) -> np.ndarray:
         """The policy input. Inputs the caller provides (last_action, integrals) take precedence,

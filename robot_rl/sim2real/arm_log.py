@@ -26,14 +26,14 @@ import numpy as np
 from robot_rl.sim2real.log_common import (
     LogError,
     LogReport,
+    StepLog,
     commands_in_effect,
-    evenly_spaced,
     held_points,
+    joint_state_rows,
     order_stamps,
     period_and_gaps,
     publish_s,
     read_messages,
-    stamp_s,
 )
 
 # What a Franka's joint_state_broadcaster calls the joints, in the model's order (sim.arm_sitl.ARM_JOINT_NAMES).
@@ -44,7 +44,7 @@ FINGER_OPEN_M = 0.04  # fingers a log does not report or command are held open
 
 
 @dataclass
-class ArmLog:
+class ArmLog(StepLog):
     """Joint state at the robot's stamps t (seconds from the first), and the joint targets in effect after each."""
 
     source: str
@@ -60,17 +60,6 @@ class ArmLog:
     published: np.ndarray | None = None
 
     robot = "panda_like"
-
-    @property
-    def duration_s(self) -> float:
-        return float(self.t[-1] - self.t[0]) if len(self.t) else 0.0
-
-    def contiguous(self, k0: int, length: int) -> bool:
-        """Whether states k0 .. k0+length are evenly spaced (no drop) and commanded throughout by one known command
-        per step (none superseded within a step)."""
-        if not evenly_spaced(self.t, self.commanded, self.report.period_s, k0, length):
-            return False
-        return self.published is None or bool((self.published[k0 : k0 + length] <= 1).all())
 
 
 def is_arm_log(topics: set[str]) -> bool:
@@ -91,33 +80,6 @@ def _namespace(path: Path, by_topic: dict[str, list], namespace: str | None) -> 
     if not spaces:
         raise LogError(f"{path}: no <ns>/joint_states topic; topics: {sorted(by_topic)}")
     return spaces[0]
-
-
-def _state_rows(topic: str, rows: list, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
-    """(stamps, publish s, positions (n, 9), velocities (n, 9), has velocities) in arrival order."""
-    stamps = np.empty(len(rows))
-    pos = np.zeros((len(rows), len(JOINT_NAMES)))
-    vel = np.zeros_like(pos)
-    pos[:, ARM_JOINTS:] = FINGER_OPEN_M
-    has_vel = True
-    for i, (_, _, m) in enumerate(rows):
-        stamps[i] = stamp_s(m)
-        index = {n: j for j, n in enumerate(m.name)}
-        missing = [n for n in JOINT_NAMES[:ARM_JOINTS] if n not in index]
-        if missing:
-            raise LogError(f"{path}: {topic}: message {i} lacks joint(s) {missing} (has {list(m.name)})")
-        if len(m.position) != len(m.name):
-            raise LogError(f"{path}: {topic}: message {i} has {len(m.name)} names and {len(m.position)} positions")
-        has_vel = has_vel and len(m.velocity) == len(m.name)
-        for j, n in enumerate(JOINT_NAMES):
-            if n in index:
-                pos[i, j] = m.position[index[n]]
-                vel[i, j] = m.velocity[index[n]] if has_vel else 0.0
-    bad = ~np.isfinite(pos).all(axis=1) | ~np.isfinite(vel).all(axis=1) | ~np.isfinite(stamps)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise LogError(f"{path}: {topic}: a non-finite value in message {i} (stamp {stamps[i]:.3f} s)")
-    return stamps, publish_s(rows), pos, vel, has_vel
 
 
 def _commands(topic: str, rows: list, path: Path) -> np.ndarray:
@@ -144,7 +106,9 @@ def read_arm_log(path: str | Path, namespace: str | None = None) -> ArmLog:
     for topic, what in ((state_topic, "the joint states"), (command_topic, "the joint targets to replay")):
         if topic not in by_topic:
             raise LogError(f"{path}: no {topic} topic ({what}); topics: {sorted(topics)}")
-    stamps, pub, pos, vel, has_vel = _state_rows(state_topic, by_topic[state_topic], path)
+    fill = np.r_[np.zeros(ARM_JOINTS), np.full(len(JOINT_NAMES) - ARM_JOINTS, FINGER_OPEN_M)]
+    stamps, pub, pos, vel, has_vel = joint_state_rows(state_topic, by_topic[state_topic], path, JOINT_NAMES,
+                                                      ARM_JOINTS, fill)  # fmt: skip
     if len(stamps) < 10:
         raise LogError(f"{path}: {state_topic}: {len(stamps)} messages, too few to fit")
     order, duplicates, reordered = order_stamps(state_topic, stamps, path)

@@ -16,8 +16,6 @@ calculate_intervals' and a window-clustered (sandwich) one, as for the Crazyflie
 
 from __future__ import annotations
 
-import contextlib
-import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +23,10 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from robot_rl.sim2real import mjspec_fit
 from robot_rl.sim2real.arm_log import ARM_JOINTS, ArmLog
-from robot_rl.sim2real.fit_common import Estimate, FitResult, clustered_half_widths
+from robot_rl.sim2real.fit_common import FitResult
+from robot_rl.sim2real.mjspec_fit import Window
 from sim.tasks.arm import MODEL_PATH, OBJECTS, body_name
 from sim.tasks.arm.physical import ARM_JOINTS as JOINT_NAMES
 from sim.tasks.arm.physical import ROBOT, ArmParams, nominal_values
@@ -105,76 +105,39 @@ def window_starts(log: ArmLog, horizon: int, skip_s: float = 0.0) -> np.ndarray:
 
 def model_sequences(logs: Sequence[ArmLog], spec: mujoco.MjSpec, horizon: int, skip_s: float = 0.0) -> list:
     """One sysid.ModelSequences per log: its windows as measured trajectories."""
-    from absl import logging as absl_logging
-    from mujoco import sysid
-
-    model = spec.compile()
-    dt = model.opt.timestep
     names = [f"{j}_qpos" for j in JOINT_NAMES] + [f"{j}_qvel" for j in JOINT_NAMES]
     out = []
     for log in logs:
-        starts = window_starts(log, horizon, skip_s)
-        if not len(starts):
-            continue
-        states, controls, measured = [], [], []
-        for k in starts:
-            states.append(sysid.create_initial_state(model, log.position[k], log.velocity[k]))
-            ctrl = np.repeat(log.commands[k : k + horizon], SUBSTEPS, axis=0)
-            ctrl = np.vstack([ctrl, ctrl[-1:]])  # sysid drops the last control (no measurement after it)
-            controls.append(sysid.TimeSeries(np.arange(len(ctrl)) * dt, ctrl))
-            rows = slice(k, k + horizon + 1)
-            data = np.hstack([log.position[rows, :ARM_JOINTS], log.velocity[rows, :ARM_JOINTS]])
-            times = np.arange(horizon + 1) * dt * SUBSTEPS
-            measured.append(sysid.TimeSeries.from_names(times, data, model, names))
-        verbosity = absl_logging.get_verbosity()
-        absl_logging.set_verbosity(absl_logging.ERROR)  # no sensors in the model: the measurements are states
-        try:
-            seqs = sysid.ModelSequences(
-                Path(log.source).stem,
-                spec,
-                [f"t={log.t[k]:.2f}s" for k in starts],
-                states,
-                controls,
-                measured,
-                allow_missing_sensors=True,
+        windows = [
+            Window(
+                f"t={log.t[k]:.2f}s",
+                log.position[k],
+                log.velocity[k],
+                np.repeat(log.commands[k : k + horizon], SUBSTEPS, axis=0),
+                np.hstack(
+                    [log.position[k : k + horizon + 1, :ARM_JOINTS], log.velocity[k : k + horizon + 1, :ARM_JOINTS]]
+                ),
             )
-        finally:
-            absl_logging.set_verbosity(verbosity)
-        out.append(seqs)
+            for k in window_starts(log, horizon, skip_s)
+        ]
+        if windows:
+            out.append(mjspec_fit.model_sequences(Path(log.source).stem, spec, windows, names, log.report.period_s))
     return out
 
 
-def _modify_residual(params, pred_sensordata, measured_sensordata, model, return_pred_all, state=None, **_):
-    """The rollout's joint positions and velocities after each logged control period against the log's, in
-    SIGNAL_SCALE units: (H, 14) rows of one window."""
-    from mujoco import sysid
-
-    after = state[SUBSTEPS - 1 :: SUBSTEPS]  # the rollout's states after each control period (time column first)
-    q = after[:, 1 : 1 + ARM_JOINTS]
-    v = after[:, 1 + model.nq : 1 + model.nq + ARM_JOINTS]
-    pred = np.hstack([q, v])
-    meas = measured_sensordata.data[1:]
-    scale = np.repeat([SIGNAL_SCALE["position"], SIGNAL_SCALE["velocity"]], ARM_JOINTS)
-    res = (meas - pred) / scale
-    mapping = measured_sensordata.signal_mapping
-    pred_ts = sysid.TimeSeries(measured_sensordata.times[1:], pred, mapping)
-    meas_ts = sysid.TimeSeries(measured_sensordata.times[1:], meas, mapping)
-    return res, pred_ts, meas_ts
+def _joint_columns(after: np.ndarray, model: mujoco.MjModel) -> np.ndarray:
+    """The arm joints' positions and velocities of states after each control period (time column first)."""
+    return np.hstack([after[:, 1 : 1 + ARM_JOINTS], after[:, 1 + model.nq : 1 + model.nq + ARM_JOINTS]])
 
 
 def residual_function(seqs: list) -> Callable:
-    from mujoco import sysid
-
-    return sysid.build_residual_fn(
-        models_sequences=seqs, modify_residual=_modify_residual, resample_true=False, n_threads=1
-    )
+    scale = np.repeat([SIGNAL_SCALE["position"], SIGNAL_SCALE["velocity"]], ARM_JOINTS)
+    return mjspec_fit.residual_function(seqs, mjspec_fit.period_end_residual(SUBSTEPS, _joint_columns, scale))
 
 
 def fit_arm(
     logs: Sequence[ArmLog], opts: SysidOptions | None = None, progress: Callable[[str], None] = lambda s: None
 ) -> SysidResult:
-    from mujoco import sysid
-
     opts = opts or SysidOptions()
     horizon = max(1, round(opts.horizon_s / (logs[0].report.period_s or 0.04)))
     spec = arm_spec()
@@ -185,63 +148,14 @@ def fit_arm(
             f"only {windows} usable {opts.horizon_s} s windows in the logs (commanded, no drops); "
             "record longer or shorten horizon_s"
         )
-    residual_fn = residual_function(seqs)
-    initial = parameter_dict(spec)
-
-    def cost(pd) -> float:
-        r = np.concatenate(residual_fn(pd.as_vector(), pd)[0])
-        return float(0.5 * np.sum(r * r) / r.size)
-
-    cost_nominal = cost(initial.copy())
-    progress(f"{windows} windows of {opts.horizon_s} s; nominal cost {cost_nominal:.4g}")
+    progress(f"{windows} windows of {opts.horizon_s} s")
     # Servo torque limits bind during the transients after each new target (measured: 12 of 22 windows of a SITL
     # reach), which puts kinks into the cost where least squares from the nominal model stopped (armature 1.40
     # for a true 1.30, noise free). So it starts from the best point of a coarse scan (one batched residual call).
-    grid = np.array(np.meshgrid(*[START_GRID] * len(FITTED), indexing="ij")).reshape(len(FITTED), -1)
-    r = np.concatenate(residual_fn(grid, initial.copy())[0])
-    start = grid[:, int(np.argmin(np.sum(r * r, axis=0)))]
-    progress("start " + ", ".join(f"{n} {v:.3g}" for n, v in zip(FITTED, start, strict=True)))
-    initial_start = initial.copy()
-    initial_start.update_from_vector(start)
-    opt, result = sysid.optimize(
-        initial_start,
-        residual_fn,
-        optimizer="mujoco",
-        verbose=False,
-        max_iters=opts.max_iters,
-        x_scale="jac",
-        output=io.StringIO(),
+    fit = mjspec_fit.scan_and_fit(
+        parameter_dict(spec), residual_function(seqs), FITTED, [START_GRID] * len(FITTED), opts.max_iters, progress
     )
-    values = {n: float(opt[n].value[0]) for n in FITTED}
-    progress("fitted " + ", ".join(f"{n} {v:.4g}" for n, v in values.items()))
-    residuals, jac = _jacobian(residual_fn, opt)
-    covariance, iid_half = sysid.calculate_intervals(residuals, jac)
-    clusters = np.concatenate([np.full(len(r), i) for i, r in enumerate(residuals)])
-    half = np.maximum(iid_half, clustered_half_widths(np.concatenate(residuals), jac, clusters))
-    estimates = {n: Estimate(values[n], 1.0, float(half[i]), float(half[i])) for i, n in enumerate(FITTED)}
-    return SysidResult(
-        estimates=estimates,
-        cost_nominal=cost_nominal,
-        cost_fitted=cost(opt),
-        windows=windows,
-        trace=list(result.extras.get("objective", [])),
-        candidates=list(result.extras.get("candidate", [])),
-        covariance=covariance,
-        parameter_dicts=(initial, opt),
-    )
-
-
-def _jacobian(residual_fn: Callable, pd) -> tuple[list[np.ndarray], np.ndarray]:
-    """Residuals at the optimum (one array per window) and their forward-difference Jacobian, all columns in one
-    residual call (sysid builds one model per column)."""
-    x = pd.as_vector()
-    steps = 1e-6 * np.maximum(np.abs(x), 1e-3)
-    cols = np.tile(x[:, None], (1, len(x) + 1))
-    cols[np.arange(len(x)), np.arange(1, len(x) + 1)] += steps
-    with contextlib.redirect_stdout(io.StringIO()):
-        per_window = residual_fn(cols, pd.copy())[0]
-    r = np.concatenate(per_window)
-    return [w[:, 0] for w in per_window], (r[:, 1:] - r[:, :1]) / steps
+    return fit.result(SysidResult, dict.fromkeys(FITTED, 1.0), windows)
 
 
 def write_fit(result: SysidResult, out_dir: Path, logs: Sequence[ArmLog], opts: SysidOptions) -> Path:

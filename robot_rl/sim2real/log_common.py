@@ -115,6 +115,36 @@ def publish_s(rows: list) -> np.ndarray:
     return np.array([(p or lg) * 1e-9 for p, lg, _ in rows], dtype=np.float64)
 
 
+def joint_state_rows(
+    topic: str, rows: list, path: Path, names: list[str], required: int, fill: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """sensor_msgs/JointState rows read by joint name (a broadcaster's order is not guaranteed): (stamps, publish s,
+    positions (n, len(names)), velocities, whether every message carried velocities), in arrival order. The first
+    `required` names must be in every message; the others, when absent, hold `fill` (len(names),)."""
+    stamps = np.empty(len(rows))
+    pos = np.tile(np.asarray(fill, dtype=np.float64), (len(rows), 1))
+    vel = np.zeros_like(pos)
+    has_vel = True
+    for i, (_, _, m) in enumerate(rows):
+        stamps[i] = stamp_s(m)
+        index = {n: j for j, n in enumerate(m.name)}
+        missing = [n for n in names[:required] if n not in index]
+        if missing:
+            raise LogError(f"{path}: {topic}: message {i} lacks joint(s) {missing} (has {list(m.name)})")
+        if len(m.position) != len(m.name):
+            raise LogError(f"{path}: {topic}: message {i} has {len(m.name)} names and {len(m.position)} positions")
+        has_vel = has_vel and len(m.velocity) == len(m.name)
+        for j, n in enumerate(names):
+            if n in index:
+                pos[i, j] = m.position[index[n]]
+                vel[i, j] = m.velocity[index[n]] if has_vel else 0.0
+    bad = ~np.isfinite(pos).all(axis=1) | ~np.isfinite(vel).all(axis=1) | ~np.isfinite(stamps)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise LogError(f"{path}: {topic}: a non-finite value in message {i} (stamp {stamps[i]:.3f} s)")
+    return stamps, publish_s(rows), pos, vel, has_vel
+
+
 def order_stamps(topic: str, stamps: np.ndarray, path: Path) -> tuple[np.ndarray, int, int]:
     """Indices that sort the messages by stamp without duplicates; (order, duplicates, reordered).
     A stamp further behind the newest than REORDER_TOLERANCE_S is a clock reset: refused."""
@@ -172,6 +202,21 @@ def evenly_spaced(t: np.ndarray, commanded: np.ndarray, period_s: float, k0: int
         return False
     dt = np.diff(t[k0 : k0 + length + 1])
     return bool(np.all(dt < GAP_FACTOR * period_s) and commanded[k0 : k0 + length].all())
+
+
+class StepLog:
+    """What the joint logs (arm, quadruped) share, for a dataclass with t, commanded, report and published."""
+
+    @property
+    def duration_s(self) -> float:
+        return float(self.t[-1] - self.t[0]) if len(self.t) else 0.0
+
+    def contiguous(self, k0: int, length: int) -> bool:
+        """Whether states k0 .. k0+length are evenly spaced (no drop) and commanded throughout by one known command
+        per step (none superseded within a step)."""
+        if not evenly_spaced(self.t, self.commanded, self.report.period_s, k0, length):
+            return False
+        return self.published is None or bool((self.published[k0 : k0 + length] <= 1).all())
 
 
 def log_topics(path: str | Path) -> set[str]:

@@ -35,6 +35,14 @@ class OpenLoopErrors:
     starts_s: np.ndarray  # (K,) window starts on the log's clock
     predicted: np.ndarray  # (K, H, 3) open-loop positions from each start, for the overlay
 
+    @classmethod
+    def of(cls, label: str, horizons_s, steps: list[int], err: np.ndarray, starts_s: np.ndarray,
+           predicted: np.ndarray) -> OpenLoopErrors:  # fmt: skip
+        """From |errors| (K windows, H steps, 3 axes): statistics after each horizon of `steps` steps."""
+        at = np.array(steps) - 1
+        return cls(label, tuple(horizons_s), np.median(err[:, at], axis=0), np.percentile(err[:, at], 90, axis=0),
+                   len(starts_s), starts_s, predicted)  # fmt: skip
+
     def as_dict(self) -> dict:
         return {
             "label": self.label,
@@ -64,17 +72,7 @@ def open_loop_errors(
     values = {k: np.array([v]) for k, v in params.as_dict().items()}
     pred = replay.predict(values, smoothed_states(log), log.commands, starts, horizon)["position"][0]
     truth = log.position[starts[:, None] + np.arange(1, horizon + 1)[None, :]]
-    err = np.abs(pred - truth)  # (K, H, 3)
-    at = np.array(steps) - 1
-    return OpenLoopErrors(
-        label=label,
-        horizons_s=tuple(horizons_s),
-        median_m=np.median(err[:, at], axis=0),
-        p90_m=np.percentile(err[:, at], 90, axis=0),
-        windows=len(starts),
-        starts_s=log.t[starts],
-        predicted=pred,
-    )
+    return OpenLoopErrors.of(label, horizons_s, steps, np.abs(pred - truth), log.t[starts], pred)
 
 
 def closed_loop(log: FlightLog, bundle_dir: Path, params: CrazyflieParams) -> dict:

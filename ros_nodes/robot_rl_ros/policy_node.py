@@ -22,7 +22,7 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from std_msgs.msg import Float32MultiArray, Float64MultiArray, MultiArrayDimension, MultiArrayLayout
+from std_msgs.msg import Float32MultiArray, Float64MultiArray, MultiArrayDimension, MultiArrayLayout, String
 
 from robot_rl.deploy import BundleError, PolicyRuntime, load_bundle
 from robot_rl_ros import qos
@@ -54,6 +54,11 @@ PARAMS = {
     "neighbour_origin_s": -1.0,  # the first broadcast instant on the node's clock (< 0: the first stamp heard)
     "min_neighbours": -1,  # < 0: min(k, number of neighbours listed); 0: pad missing ones as training does
     "publish_observation": False,
+    # Until the safety node reports ACTIVE on safety/mode, the bundle's integrators (a hover policy's goal error
+    # integral) restart at zero every step: a drone held on the ground by pre-arm checks would otherwise arm with
+    # the integral wound up (measured: 1 m s after 1 s held, and a hover policy then climbed into the geofence).
+    # With no safety/mode publisher the policy integrates from its first step, as before.
+    "hold_integrators_until_active": True,
 }
 
 
@@ -92,6 +97,9 @@ class PolicyNode(Node):
         missing = sorted(needed - provided)
         if missing:
             raise BundleError(f"observation needs raw state {missing} that no input provides (inputs: {p['inputs']})")
+        self.safety_mode: str | None = None  # the safety node's mode, once it has said one
+        if p["hold_integrators_until_active"] and self.bundle.integrators:
+            self.create_subscription(String, "safety/mode", self._on_safety_mode, qos.LATCHED)
         self.pub = self.create_publisher(Float64MultiArray, "policy/action", qos.COMMAND)
         self.obs_pub = None
         if p["publish_observation"]:
@@ -179,6 +187,9 @@ class PolicyNode(Node):
 
         return cb
 
+    def _on_safety_mode(self, msg: String) -> None:
+        self.safety_mode = msg.data.split(":", 1)[0].strip()  # "ACTIVE: armed" -> "ACTIVE"
+
     def _skip(self, kind: str, reason: str) -> None:
         self.skipped[kind] += 1
         self.last_skip_reason = reason
@@ -202,6 +213,8 @@ class PolicyNode(Node):
                 )
                 return
             self.raw["neighbour_states"] = states
+        if self.safety_mode is not None and self.safety_mode != "ACTIVE":
+            self.runtime.hold_integrators()
         try:
             action = self.runtime.act(self.raw)
         except ValueError as e:

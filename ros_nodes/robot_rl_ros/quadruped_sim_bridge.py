@@ -23,6 +23,7 @@ from robot_rl_ros.commander import gated_subscription
 from robot_rl_ros.msgs import LEG_JOINT_NAMES, joint_state
 from robot_rl_ros.params import declare
 from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase
+from robot_rl_ros.sim_bridge_base import physical_params as physical_params_json
 from robot_rl_ros.spin import node_main
 
 PARAMS = {
@@ -37,14 +38,19 @@ PARAMS = {
     "damping_kd": 2.0,  # emergency damping, N m s / rad
     "frame_id": "odom",
     "command_topic": "joint_commands",
+    "position_noise_rad": 0.0,  # joint encoder noise on joint_states (std)
+    "velocity_noise_rads": 0.0,
+    # A "real" robot for sim-to-real tests: physical parameters that differ from the model's, as JSON
+    # (e.g. '{"motor_strength": 0.85, "added_mass_kg": 1.5}', names in sim.tasks.quadruped.physical); '' : none.
+    "physical_params": "",
 }
 
 
-def make_sim(seed: int, randomize: bool):
+def make_sim(seed: int, randomize: bool, physical_params: str = ""):
     """The simulator is imported here only: sim bridges are the nodes allowed to use `sim`."""
     from sim.quadruped_sitl import QuadrupedSitl
 
-    return QuadrupedSitl(seed=seed, randomize=randomize)
+    return QuadrupedSitl(seed=seed, randomize=randomize, physical=physical_params_json(physical_params))
 
 
 class QuadrupedSimBridge(SimBridgeBase):
@@ -52,7 +58,8 @@ class QuadrupedSimBridge(SimBridgeBase):
         super().__init__("quadruped_sim_bridge", **kwargs)
         p = declare(self, PARAMS)
         self.p = p
-        self.sim = sim if sim is not None else make_sim(p["seed"], p["randomize"])
+        self.sim = sim if sim is not None else make_sim(p["seed"], p["randomize"], p["physical_params"])
+        self.rng = np.random.default_rng(p["seed"])
         self.sim.reset()
         q0 = self.sim.state()["joint_position"]
         self.cmd = (q0.copy(), np.full(12, p["stand_kp"]), np.full(12, p["stand_kd"]))
@@ -96,7 +103,12 @@ class QuadrupedSimBridge(SimBridgeBase):
 
     def publish_state(self, stamp: Time) -> None:
         st = self.sim.state()
-        self.state_pub.publish(joint_state(LEG_JOINT_NAMES, st["joint_position"], st["joint_velocity"], stamp))
+        q, dq = st["joint_position"], st["joint_velocity"]
+        if self.p["position_noise_rad"] > 0:
+            q = q + self.rng.normal(0.0, self.p["position_noise_rad"], 12)
+        if self.p["velocity_noise_rads"] > 0:
+            dq = dq + self.rng.normal(0.0, self.p["velocity_noise_rads"], 12)
+        self.state_pub.publish(joint_state(LEG_JOINT_NAMES, q, dq, stamp))
         imu = Imu()
         imu.header.stamp, imu.header.frame_id = stamp, "trunk"
         o, w = imu.orientation, imu.angular_velocity

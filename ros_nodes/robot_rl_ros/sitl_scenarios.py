@@ -286,6 +286,37 @@ def reach_recorded(
                      "forward_position_controller/commands", ("arm_sim_bridge", bridge))  # fmt: skip
 
 
+# Velocity commands (vx m/s, vy m/s, yaw rate rad/s) the quadruped walks through, held 2 s each: gait starts and
+# stops, turns and a side step load every motor and put the feet on the floor at speed.
+EXCITATION_COMMANDS = [(0.5, 0.0, 0.0), (0.0, 0.3, 0.0), (0.3, 0.0, 0.8), (0.0, 0.0, 0.0), (0.7, 0.0, -0.5)]
+
+
+def walk_recorded(
+    bundle_dir: str,
+    out: str,
+    seconds: float = 10.0,
+    physical_params: str = "",
+    commands=EXCITATION_COMMANDS,
+    command_hold_s: float = 2.0,
+    sim: dict | None = None,
+    namespace: str = "go1",
+) -> dict:
+    """Walk a quadruped bundle in lock-step SITL through a sequence of velocity commands (published on `command`
+    as an operator's joystick would) with the recorder writing every topic to `out` (MCAP). physical_params: the
+    quadruped sim bridge's hidden parameters (JSON, sim.tasks.quadruped.physical)."""
+    commands = [tuple(float(x) for x in c) for c in commands]
+    inputs = ["joint_states:leg_joints", "imu:imu", "odom:body_velocity", "command:point"]
+    nodes = {
+        "policy": ("policy_node", {"bundle": str(bundle_dir), "inputs": inputs, "act_on": "joint_states",
+                                   "command": list(commands[0])}),
+        "safety": ("leg_safety_node", {"bundle": str(bundle_dir)}),
+    }  # fmt: skip
+    # joint_states' readers: the policy, the safety node and the recorder (the observer reads odom)
+    bridge = {"physical_params": physical_params, "start_after_subscribers": 3, **(sim or {})}
+    return _recorded(namespace, "quadruped", out, seconds, commands, "command", command_hold_s, nodes,
+                     "joint_commands", ("quadruped_sim_bridge", bridge))  # fmt: skip
+
+
 def _recorded(
     namespace: str,
     robot: str,

@@ -169,3 +169,47 @@ def test_a_second_commander_blocks_arming_until_it_leaves(pd_bundle, tmp_path):
     finally:
         h.close()
         graph.close()
+
+
+def test_policy_holds_its_integrators_until_the_safety_node_is_active(trained_bundle, tmp_path):
+    """A drone held on the ground by pre-arm checks must not arm with its goal error integral wound up: until
+    safety/mode says ACTIVE the policy node restarts the bundle's integrators each step; from then on they
+    integrate (here the drone sits 0.7 m under its goal, so the integral's z grows)."""
+    from robot_rl_ros import qos
+    from std_msgs.msg import Float32MultiArray, String
+
+    from robot_rl.deploy import load_bundle
+
+    bundle = load_bundle(trained_bundle)
+    at, term = 0, None
+    for t in bundle.observation:
+        if "goal_error_integral" in t.inputs:
+            term = t
+            break
+        at += t.dim
+    assert term is not None and term.dim == 3
+    _counter[0] += 1
+    domain = 1 + (DOMAIN_ID + 17 * _counter[0]) % 101
+    graph = SitlGraph("cf1", domain_id=domain, lockstep=False, log_dir=str(tmp_path))
+    h = Harness(domain)
+    h.position = np.array([0.0, 0.0, 0.3])
+    integral_z: list[float] = []
+    mode_pub = h.node.create_publisher(String, "safety/mode", qos.LATCHED)
+    h.node.create_subscription(
+        Float32MultiArray, "policy/observation", lambda m: integral_z.append(m.data[at + 2] / term.scale), qos.RECORD
+    )
+    try:
+        mode_pub.publish(String(data="DISARMED: waiting for pre-arm checks (test)"))
+        graph.start("policy", "policy_node", {"bundle": str(trained_bundle), "goal": [0.0, 0.0, 1.0],
+                                              "publish_observation": True})  # fmt: skip
+        assert h.wait_for(lambda: len(integral_z) >= 150, 30.0), graph.log("policy")
+        # each step restarts it, so it shows only that step's error x dt (0.7 m x 0.01 s); integrating, the last
+        # second alone would add 0.7 m s (steps before the node heard the mode may have integrated: not judged)
+        assert max(abs(z) for z in integral_z[-100:]) <= 0.0071, integral_z[-5:]
+        held = len(integral_z)
+        mode_pub.publish(String(data="ACTIVE: armed (test)"))
+        assert h.wait_for(lambda: len(integral_z) >= held + 100, 30.0)
+        assert integral_z[-1] > 0.3, integral_z[held:][-5:]
+    finally:
+        h.close()
+        graph.close()

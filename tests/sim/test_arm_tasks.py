@@ -248,3 +248,44 @@ def test_a_world_mujoco_resets_mid_step_ends_its_episode(tmp_path, monkeypatch):
     assert extras["final"]["ids"].tolist() == [1]
     _, _, dones, _ = env.step(torch.zeros(4, env.num_actions))
     assert not dones.any() and env.mujoco_resets == 1
+
+
+def test_randomization_recentred_on_an_arm_fit(tmp_path):
+    """task.params.sysid= with an arm fit: the servo gain, joint damping and armature are drawn per world from the
+    fit's intervals widened to the floor; with randomization=none every world is the fitted arm."""
+    import yaml
+
+    from sim.tasks.arm.physical import FIT_FLOOR, nominal_values
+
+    fit = {"damping_scale": (1.5, 1.47, 1.51), "armature_scale": (1.3, 1.28, 1.31), "kp_scale": (0.8, 0.78, 0.81)}
+    path = tmp_path / "sysid.yaml"
+    doc = {k: {"value": v, "interval": [lo, hi]} for k, (v, lo, hi) in fit.items()}
+    path.write_text(yaml.safe_dump({"robot": "panda_like", "parameters": doc}))
+    env = make_env("arm_reach", n=64, sysid=str(path))
+    nominal = nominal_values(env.backend.model)
+    dof, act = torch.as_tensor(nominal["dof"]), torch.as_tensor(nominal["actuator"])
+    damping = env.backend.expand("dof_damping")[:, dof] / torch.as_tensor(nominal["damping"])
+    kv = -env.backend.expand("actuator_biasprm")[:, act, 2] / torch.as_tensor(nominal["kv"])
+    armature = env.backend.expand("dof_armature")[:, dof] / torch.as_tensor(nominal["armature"])
+    kp = env.backend.expand("actuator_gainprm")[:, act, 0] / torch.as_tensor(nominal["kp"])
+    for name, scale in (("damping_scale", damping), ("armature_scale", armature), ("kp_scale", kp)):
+        value = fit[name][0]
+        lo, hi = value * (1 - FIT_FLOOR[name]), value * (1 + FIT_FLOOR[name])  # the floor is wider here
+        assert lo - 1e-9 <= float(scale.min()) and float(scale.max()) <= hi + 1e-9, (name, scale.min(), scale.max())
+        assert float(scale[:, 0].std()) > 0.2 * (hi - lo) / 3.5, name  # drawn per world, not fixed
+        torch.testing.assert_close(scale, scale[:, :1].expand_as(scale))  # one draw for the arm's joints
+    torch.testing.assert_close(damping, kv)  # the joint's damping and the servo's kv: one scale
+    env.close()
+    env = make_env("arm_reach", n=4, randomization="none", sysid=str(path))
+    b = env.backend
+    torch.testing.assert_close(b.expand("dof_damping")[:, dof], torch.as_tensor(nominal["damping"] * 1.5).expand(4, 7))
+    torch.testing.assert_close(
+        b.expand("dof_armature")[:, dof], torch.as_tensor(nominal["armature"] * 1.3).expand(4, 7)
+    )
+    torch.testing.assert_close(
+        b.expand("actuator_gainprm")[:, act, 0], torch.as_tensor(nominal["kp"] * 0.8).expand(4, 7)
+    )
+    env.close()
+    (tmp_path / "cf.yaml").write_text(yaml.safe_dump({"robot": "crazyflie_2_1", "parameters": {}}))
+    with pytest.raises(ValueError, match="not an arm fit"):
+        make_env("arm_reach", n=1, sysid=str(tmp_path / "cf.yaml"))

@@ -22,6 +22,7 @@ from sim.robots.diff_ik import PANDA_Q_HOME, DiffIK, forward_kinematics, quat_xy
 from sim.tasks.arm.controller import ACTION_SPECS, deploy_spec, servo_targets
 from sim.tasks.arm.instructions import TEMPLATES, destinations, parse_instruction, wording
 from sim.tasks.arm.observations import ARM_TERMS, add_noise, last_action_term, render_images
+from sim.tasks.arm.physical import load_fit, recentred_level
 from sim.tasks.arm.randomize import DR_LEVELS, PhysicsRandomization, uniform
 from sim.tasks.arm.scene import (
     ARM_DOF,
@@ -65,6 +66,9 @@ class ArmTask(Task):
     camera_size: int = option(48, Range(8, 256, integer=True))
     camera_kind: str = option("rgb", Choice(("rgb", "depth")))
     ik: DiffIK = field(default_factory=DiffIK)
+    # A `robot-rl sysid` parameters file of the arm: randomization is centred on its fit (physical.recentred_level);
+    # with randomization=none every world is the fitted arm. '' : the model's nominal values.
+    sysid: str = ""
 
     model_path = MODEL_PATH
     control_dt = 0.04  # 25 Hz policy
@@ -107,6 +111,8 @@ class ArmTask(Task):
         self.backend, self.cfg, self.rng = backend, cfg, rng
         n = self.n = backend.num_worlds
         self.dr = DR_LEVELS[cfg.randomization]
+        if self.sysid:
+            self.dr = recentred_level(self.dr, load_fit(self.sysid))
         m = backend.model
         ids = lambda kind, names: [m.__getattribute__(kind)(x).id for x in names]  # noqa: E731
         self.object_body = torch.tensor(ids("body", [body_name(*o) for o in OBJECTS]))

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from sim.tasks.arm.scene import ARM_DOF
+from sim.tasks.fit_file import params_from_mapping, read_fit, span
 
 ARM_JOINTS = tuple(f"joint{i}" for i in range(1, ARM_DOF + 1))  # joint and actuator names in panda.xml
 ROBOT = "panda_like"
@@ -36,12 +37,8 @@ class ArmParams:
     @classmethod
     def from_mapping(cls, values: Mapping) -> ArmParams:
         """From a mapping of some of the fields; a clear error names an unknown key or an impossible value."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown arm parameter(s) {unknown}; known: {sorted(known)}")
-        out = cls(**{k: float(v) for k, v in values.items()})
-        for name in known:
+        out = params_from_mapping(cls, values, "arm")
+        for name in PARAM_NAMES:
             if not getattr(out, name) > 0.0:
                 raise ValueError(f"{name} must be positive, got {getattr(out, name)}")
         return out
@@ -80,6 +77,31 @@ def apply_to_spec(spec: mujoco.MjSpec, nominal: Mapping[str, np.ndarray], values
         if "kp_scale" in values:
             kp = float(nominal["kp"][i] * values["kp_scale"])
             act.gainprm[0], act.biasprm[1] = kp, -kp
+
+
+# The narrowest randomization around a fit, a fraction of the value either side: a fit is of one arm on one day
+# (temperature moves the damping, a payload the reflected inertia).
+FIT_FLOOR = {"damping_scale": 0.05, "armature_scale": 0.05, "kp_scale": 0.03}
+
+
+def load_fit(path) -> dict[str, tuple[float, float, float]]:
+    """An arm's `robot-rl sysid` parameters file -> name -> (value, low, high); a clear ValueError otherwise."""
+    out = read_fit(path, ROBOT, PARAM_NAMES, "arm")
+    ArmParams.from_mapping({k: v[0] for k, v in out.items()})  # the values are possible ones
+    return out
+
+
+def recentred_level(level: dict, fit: dict[str, tuple[float, float, float]]) -> dict:
+    """A DR level (randomize.DR_LEVELS form) centred on a fit: the servo gain (servo_kp, all the servos, as the
+    level draws it) from kp_scale's interval, and the arm joints' damping and armature scales from theirs, each
+    widened to FIT_FLOOR; what the fit does not hold keeps the level's range. The empty level (randomization
+    none): zero-width ranges at the fitted values, nominal elsewhere, so every world is the fitted arm."""
+    out = dict(level) if level else {"object_mass": (1.0, 1.0), "friction": (1.0, 1.0), "latency_substeps": (0, 0)}
+    for name, key in (("kp_scale", "servo_kp"), ("damping_scale", "damping"), ("armature_scale", "armature")):
+        if name in fit:
+            out[key] = span(fit, name, FIT_FLOOR[name]) if level else (fit[name][0],) * 2
+    out.setdefault("servo_kp", (1.0, 1.0))
+    return out
 
 
 def write_params(backend, ids, values: Mapping[str, float]) -> None:

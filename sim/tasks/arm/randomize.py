@@ -1,9 +1,11 @@
-"""Domain randomization of the arm tasks: per-world object mass, friction, servo gains and command latency."""
+"""Domain randomization of the arm tasks: per-world object mass, friction, servo gains and command latency, and,
+centred on a sysid fit (physical.recentred_level), the arm joints' damping and armature."""
 
 from __future__ import annotations
 
 import torch
 
+from sim.tasks.arm.physical import nominal_values
 from sim.tasks.arm.scene import ARM_DOF
 
 # Multipliers of nominal values unless noted.
@@ -53,6 +55,10 @@ class PhysicsRandomization:
             self.friction = backend.expand("geom_friction")
             self.gainprm = backend.expand("actuator_gainprm")
             self.biasprm = backend.expand("actuator_biasprm")
+        if "damping" in level or "armature" in level:  # a level centred on a fit
+            self.joints = {k: torch.as_tensor(v) for k, v in nominal_values(m).items()}
+            self.damping = backend.expand("dof_damping")
+            self.armature = backend.expand("dof_armature")
 
     def draw(self, ids: torch.Tensor, rng: torch.Generator, latency: bool) -> None:
         """New physics for these worlds (latency: also a new command latency)."""
@@ -69,6 +75,13 @@ class PhysicsRandomization:
         kp = self.nominal["kp"] * self.kp_scale[ids].unsqueeze(1)  # position servo: gain kp, bias -kp * q
         self.gainprm[wid, torch.arange(ARM_DOF + 2), 0] = kp
         self.biasprm[wid, torch.arange(ARM_DOF + 2), 1] = -kp
+        if "damping" in d:  # the joint's own damping and the servo's kv: one viscous torque (physical.py)
+            j, scale = self.joints, uniform(rng, k, *d["damping"])
+            self.damping[wid, j["dof"]] = j["damping"] * scale
+            self.biasprm[wid, j["actuator"], 2] = -j["kv"] * scale
+        if "armature" in d:
+            j = self.joints
+            self.armature[wid, j["dof"]] = j["armature"] * uniform(rng, k, *d["armature"])
         if latency:
             lo, hi = d["latency_substeps"]
             self.latency[ids] = torch.randint(lo, hi + 1, (k,), generator=rng)

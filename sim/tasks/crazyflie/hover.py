@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import torch
@@ -33,9 +33,15 @@ from sim.tasks.crazyflie.hover_config import (
     OBS_NOISE_STD,
     RewardWeights,
 )
-from sim.tasks.crazyflie.hover_teacher import position_command
+from sim.tasks.crazyflie.hover_teacher import HoverTeacherGains, position_command
 from sim.tasks.crazyflie.lean_model import lean_model_path
-from sim.tasks.crazyflie.physical import fixed_ranges, load_fit, recentred_ranges
+from sim.tasks.crazyflie.physical import (
+    NOMINAL_MASS_KG,
+    fixed_ranges,
+    load_fit,
+    recentred_ranges,
+    weight_per_thrust_spread,
+)
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +108,22 @@ class CrazyflieHover(Task):
         n = backend.num_worlds
         self.n = n
         self.dr = DR_LEVELS[cfg.randomization]
+        m = backend.model
+        # The teacher's feed-forward: the nominal drone's hover thrust, or the fitted drone's when centred on a
+        # fit (its integral action has a bounded reach, and a teacher aiming at the wrong hover teaches a
+        # student that hovers off the goal).
+        self.teacher_mass_kg = float(m.body_mass[1])
+        self.teacher_gains = HoverTeacherGains()
         if self.sysid:
             fit = load_fit(self.sysid)
             self.dr = recentred_ranges(self.dr, fit) if self.dr else fixed_ranges(fit)
+            mass = fit["mass_kg"][0] if "mass_kg" in fit else self.teacher_mass_kg
+            self.teacher_mass_kg = mass / (fit["thrust_scale"][0] if "thrust_scale" in fit else 1.0)
+            # The integral then only has to cover the spread of weight per thrust around the fit: its nominal
+            # reach (0.45 g, for nominal DR) winds up on every take-off into pure excess thrust (measured on the
+            # fitted drone from the floor: 0.95 m over the goal with 0.45, 0.16 m with 0.1).
+            spread = weight_per_thrust_spread(self.dr, mass / NOMINAL_MASS_KG, self.teacher_mass_kg / mass)
+            self.teacher_gains = replace(self.teacher_gains, max_integral_z=max(0.1, 1.5 * spread))
         self.latency = torch.zeros(n, dtype=torch.long)
         self.firmware = self._make_firmware(backend)
         self.native = isinstance(self.firmware, native.NativeFirmware)
@@ -122,7 +141,6 @@ class CrazyflieHover(Task):
         self.crashed = torch.zeros(n, dtype=torch.bool)
         self.err_int = torch.zeros(n, 3, dtype=torch.float64)
         self.last_raw: dict[str, torch.Tensor] = {}
-        m = backend.model
         self.nominal = {
             "mass": float(m.body_mass[1]),
             "inertia": torch.tensor(m.body_inertia[1].copy()),
@@ -388,7 +406,7 @@ class CrazyflieHover(Task):
     def teacher(self, name: str) -> torch.Tensor:
         """The scripted expert's action (n, 4) in policy units [-1, 1]: hover_teacher.position_command on the
         true state and the observed goal error integral, rpyt only (the firmware's attitude loop is what it
-        commands)."""
+        commands). Its hover thrust is the nominal drone's, or the fitted one's with task.params.sysid=."""
         if name not in self.TEACHERS or self.action_mode != "rpyt":
             raise ValueError(
                 f"task '{self.name}' ({self.action_mode}) has no teacher '{name}' (rpyt teachers: "
@@ -396,7 +414,7 @@ class CrazyflieHover(Task):
             )
         b = self.backend
         rpyt = position_command(b.qpos[:, 0:3], b.qvel[:, 0:3], b.qpos[:, 3:7], self.goal_pos, self.err_int,
-                                self.nominal["mass"])  # fmt: skip
+                                self.teacher_mass_kg, self.teacher_gains)  # fmt: skip
         return ((rpyt - self.act_offset) / self.act_scale).clamp(-1.0, 1.0)
 
     def controller_state(self) -> list[torch.Tensor]:

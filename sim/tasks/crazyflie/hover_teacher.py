@@ -2,9 +2,10 @@
 and rate loops below it (what cflib's send_setpoint drives on a real Crazyflie).
 
 It reads the true state and the goal error integral the policy observes; the hover thrust is the nominal
-drone's, corrected by integral action (so the student, who sees that integral and noisy state, can learn all
-of it: a teacher given each world's true mass and motor constant flew 0.93 of episodes with its own help in
-DAgger, and its student alone 0.17, with altitude off by 10-12 cm). Yaw is steered to zero. The gains were
+drone's (or, with task.params.sysid=, the fitted drone's: the same for every world), corrected by integral
+action (so the student, who sees that integral and noisy state, can learn all of it: a teacher given each
+world's true mass and motor constant flew 0.93 of episodes with its own help in DAgger, and its student alone
+0.17, with altitude off by 10-12 cm). Yaw is steered to zero. The gains were
 chosen by flying the teacher on the demo's evaluation (1,024 episodes, DR, noise, latency): integral gain
 0.5-0.7 with its correction bounded at 0.45 succeeded 0.996-0.999; 1.0 0.83 and 2.0 0.10 (windup).
 """

@@ -8,15 +8,15 @@ delays commands.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
-import yaml
 
 from sim.tasks.crazyflie.hover_config import LATENCY_HISTORY
+from sim.tasks.fit_file import params_from_mapping, read_fit
+from sim.tasks.fit_file import span as fit_span
 
 NOMINAL_MASS_KG = 0.027
 NOMINAL_MOTOR_TAU_S = 0.04
@@ -36,11 +36,7 @@ class CrazyflieParams:
     @classmethod
     def from_mapping(cls, values: Mapping) -> CrazyflieParams:
         """From a mapping of some of the fields; a clear error names an unknown key or an impossible value."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown Crazyflie parameter(s) {unknown}; known: {sorted(known)}")
-        out = cls(**{k: float(v) for k, v in values.items()})
+        out = params_from_mapping(cls, values, "Crazyflie")
         out.check()
         return out
 
@@ -94,24 +90,7 @@ FIT_FLOOR_LATENCY_S = 2 * SUBSTEP_S
 def load_fit(path: str | Path) -> dict[str, tuple[float, float, float]]:
     """A `robot-rl sysid` parameters file -> name -> (value, low, high), the estimate and its 95% interval.
     A clear ValueError for a file that is not one."""
-    path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise ValueError(f"sysid file {path}: {type(e).__name__}: {e}") from None
-    if not isinstance(doc, dict) or doc.get("robot") != "crazyflie_2_1" or not isinstance(doc.get("parameters"), dict):
-        raise ValueError(f"sysid file {path}: not a Crazyflie fit (robot: crazyflie_2_1 and parameters: expected)")
-    out = {}
-    for name, entry in doc["parameters"].items():
-        if name not in PARAM_NAMES:
-            raise ValueError(f"sysid file {path}: unknown parameter {name!r}")
-        try:
-            value, (lo, hi) = float(entry["value"]), (float(x) for x in entry["interval"])
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"sysid file {path}: {name} needs value and interval [low, high]") from None
-        if not (math.isfinite(value) and lo <= value <= hi):
-            raise ValueError(f"sysid file {path}: {name} = {value} outside its interval [{lo}, {hi}]")
-        out[name] = (value, lo, hi)
+    out = read_fit(path, "crazyflie_2_1", PARAM_NAMES, "Crazyflie")
     CrazyflieParams.from_mapping({k: v[0] for k, v in out.items()})  # the values are possible ones
     return out
 
@@ -122,9 +101,7 @@ def recentred_ranges(dr: dict, fit: dict[str, tuple[float, float, float]]) -> di
     out = dict(dr)
 
     def span(name: str) -> tuple[float, float]:
-        value, lo, hi = fit[name]
-        floor = FIT_FLOOR[name] * value
-        return min(lo, value - floor), max(hi, value + floor)
+        return fit_span(fit, name, FIT_FLOOR[name])
 
     if "mass_kg" in fit:
         lo, hi = span("mass_kg")
@@ -140,6 +117,15 @@ def recentred_ranges(dr: dict, fit: dict[str, tuple[float, float, float]]) -> di
         lo, hi = min(lo, value - FIT_FLOOR_LATENCY_S), max(hi, value + FIT_FLOOR_LATENCY_S)
         out["latency_substeps"] = (int(latency_substeps(max(lo, 0.0))), int(latency_substeps(hi)))
     return out
+
+
+def weight_per_thrust_spread(dr: dict, mass_scale: float, per_thrust: float) -> float:
+    """How far (a fraction) weight per unit of thrust can stray across a DR level's mass and kf ranges from a drone
+    of mass_scale (x nominal) and per_thrust (1 / its kf): 0 for zero-width ranges."""
+    lo = dr["mass"][0] / dr["kf"][1]
+    hi = dr["mass"][1] / dr["kf"][0]
+    centre = mass_scale * per_thrust
+    return max(hi / centre - 1.0, 1.0 - lo / centre, 0.0)
 
 
 def fixed_ranges(fit: dict[str, tuple[float, float, float]]) -> dict:

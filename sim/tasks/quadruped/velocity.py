@@ -30,6 +30,7 @@ from sim.tasks.quadruped.constants import (
     SPAWN_HEIGHT,
     TORQUE_LIMIT,
 )
+from sim.tasks.quadruped.physical import load_fit, recentred_level
 from sim.tasks.quadruped.terrain import (
     TERRAIN_BORDER,
     TERRAIN_TYPES,
@@ -73,6 +74,9 @@ class QuadrupedVelocity(Task):
     settle_s: float = option(1.0, NONNEG)
     push_interval_s: float = option(8.0, POSITIVE)
     rewards: RewardWeights = option(factory=RewardWeights, rule=FINITE)
+    # A `robot-rl sysid` parameters file of the quadruped: randomization is centred on its fit
+    # (physical.recentred_level); with randomization=none every world is the fitted robot. '' : nominal.
+    sysid: str = ""
 
     control_dt = 0.02  # 50 Hz policy
     substeps = 4  # 5 ms physics
@@ -145,6 +149,8 @@ class QuadrupedVelocity(Task):
         self.backend, self.cfg, self.rng = backend, cfg, rng
         n = self.n = backend.num_worlds
         self.dr = DR_LEVELS[cfg.randomization]
+        if self.sysid:
+            self.dr = recentred_level(self.dr, load_fit(self.sysid))
         m = backend.model
         self.trunk = m.body("trunk").id
         for f in ("sensordata", "actuator_force"):  # register now: a derived field is filled from the next call on
@@ -158,7 +164,7 @@ class QuadrupedVelocity(Task):
         self.friction_world = torch.ones(n, dtype=torch.float64)
         self.added_mass = torch.zeros(n, dtype=torch.float64)
         self.strength = torch.ones(n, 12, dtype=torch.float64)
-        self._set_gains(torch.arange(n))
+        self.apply_strength(torch.arange(n))
         if self.dr:
             self.mass = backend.expand("body_mass")
             self.friction = backend.expand("geom_friction")
@@ -192,7 +198,7 @@ class QuadrupedVelocity(Task):
         self.step_air_time = torch.zeros(n, 4, dtype=torch.float64)
         self.last_raw: dict[str, torch.Tensor] = {}
 
-    def _set_gains(self, ids: torch.Tensor) -> None:
+    def apply_strength(self, ids: torch.Tensor) -> None:
         """Position servos with kp, kv scaled by each motor's strength (tau = s (kp (q* - q) - kv dq))."""
         kp = self.nominal_kp * self.strength[ids]
         kd = self.nominal_kd * self.strength[ids]
@@ -213,7 +219,7 @@ class QuadrupedVelocity(Task):
         self.added_mass[ids] = self._uniform(k, *d["added_mass"])
         self.mass[ids, self.trunk] = self.nominal["mass"] + self.added_mass[ids]
         self.strength[ids] = self._uniform(k, *d["motor_strength"], 12)
-        self._set_gains(ids)
+        self.apply_strength(ids)
         if self.cfg.action_latency:
             lo, hi = d["latency_substeps"]
             self.latency[ids] = torch.randint(lo, hi + 1, (k,), generator=self.rng)

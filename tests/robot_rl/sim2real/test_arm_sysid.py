@@ -107,6 +107,55 @@ def test_arm_intervals_contain_the_truth(arm_fit):
         assert lo <= truth <= hi, (name, lo, truth, hi)
 
 
+def test_replay_of_the_arm_log_shows_the_fit_closing_the_gap(perturbed_reach, arm_fit, tmp_path, capsys):
+    """robot-rl replay of the arm's log, nominal model and the fit: the open-loop TCP error table is printed, the
+    fit's errors are a fraction of the nominal model's, and the dashboard's sim-vs-real page reads replay.json."""
+    from robot_rl.dashboard.sim2real import read_entry
+
+    _, _, fit_dir = arm_fit
+    runs_root = tmp_path / "runs"
+    capsys.readouterr()
+    assert main(["replay", f"log={perturbed_reach}", f"params={fit_dir / 'sysid.yaml'}", f"runs_root={runs_root}"]) == 0
+    printed = capsys.readouterr().out
+    assert "open-loop |TCP error|" in printed and "median |joint error| (fitted)" in printed, printed
+    folder = runs_root / "sim2real" / perturbed_reach.stem
+    doc = json.loads((folder / "replay.json").read_text())
+    nominal, fitted = (np.array(r["median_m"]) for r in doc["logs"][0]["open_loop"])
+    # after 0.2 and 0.4 s the fit is nearer the log (measured median |TCP error| 0.33 against 0.70 mm after 0.2 s:
+    # most windows start settled, and the encoder noise, 0.5 mrad, is about 0.3 mm at the TCP)
+    for h in (0, 1):
+        assert np.linalg.norm(fitted[h]) < 0.8 * np.linalg.norm(nominal[h]), (h, nominal, fitted)
+    page = read_entry(runs_root, perturbed_reach.stem)
+    assert "invalid" not in page and all("invalid" not in log for log in page["logs"]), page
+    assert (folder / "replay.svg").is_file()
+    assert main(["replay", f"log={perturbed_reach}", "bundle=x", f"runs_root={runs_root}"]) == 2
+    assert "open loop only" in capsys.readouterr().err
+
+
+def scripted_log(sim, steps: int = 150):
+    """An ArmLog of the in-process "real" arm (sim.arm_sitl.ArmSitl) under scripted joint-target steps: noise free,
+    one command per step."""
+    from robot_rl.sim2real.arm_log import ArmLog
+    from robot_rl.sim2real.log_common import LogReport
+
+    rng = np.random.default_rng(0)
+    home = sim.state()["position"].copy()
+    target, q, v, cmd = home.copy(), [], [], []
+    for k in range(steps + 1):
+        if k % 25 == 0:
+            goal = home + np.r_[rng.uniform(-0.3, 0.3, 7), 0.0, 0.0]
+        st = sim.state()
+        q.append(st["position"].copy())
+        v.append(st["velocity"].copy())
+        target = target + np.clip(goal - target, -0.03, 0.03)
+        cmd.append(target.copy())
+        sim.step(target)
+    t = np.arange(steps + 1) * 0.04
+    report = LogReport("joint_states", "commands", steps + 1, steps + 1, period_s=0.04)
+    log = ArmLog("scripted", "arm", t, np.array(q), np.array(v), np.array(cmd), np.ones(steps + 1, bool), report)
+    return log
+
+
 def test_noise_free_fit_is_exact_and_parameters_reach_the_model(tmp_path):
     """Identifiability without noise: an in-process run of the "real" arm under scripted joint-target steps is fitted
     back to the truth within 2% (the residual at the truth is exactly 0; servo torque limits put kinks into the cost
@@ -115,9 +164,7 @@ def test_noise_free_fit_is_exact_and_parameters_reach_the_model(tmp_path):
     per-world ones."""
     import torch
 
-    from robot_rl.sim2real.arm_log import ArmLog
     from robot_rl.sim2real.arm_sysid import SysidOptions, arm_spec, fit_arm, parameter_dict
-    from robot_rl.sim2real.log_common import LogReport
     from sim.arm_sitl import ArmSitl
     from sim.tasks.arm.physical import nominal_values
 
@@ -137,26 +184,21 @@ def test_noise_free_fit_is_exact_and_parameters_reach_the_model(tmp_path):
     assert np.array_equal(fitted["damping"], b.expand("dof_damping")[0, real["dof"]].numpy())
     assert np.array_equal(fitted["armature"], b.expand("dof_armature")[0, real["dof"]].numpy())
 
-    rng = np.random.default_rng(0)
-    steps = 150
-    home = sim.state()["position"].copy()
-    target, q, v, cmd = home.copy(), [], [], []
-    for k in range(steps + 1):
-        if k % 25 == 0:
-            goal = home + np.r_[rng.uniform(-0.3, 0.3, 7), 0.0, 0.0]
-        st = sim.state()
-        q.append(st["position"].copy())
-        v.append(st["velocity"].copy())
-        target = target + np.clip(goal - target, -0.03, 0.03)
-        cmd.append(target.copy())
-        sim.step(target)
-    t = np.arange(steps + 1) * 0.04
-    report = LogReport("joint_states", "commands", steps + 1, steps + 1, period_s=0.04)
-    log = ArmLog("scripted", "arm", t, np.array(q), np.array(v), np.array(cmd), np.ones(steps + 1, bool), report)
+    log = scripted_log(sim)
     result = fit_arm([log], SysidOptions(skip_s=0.0))
     for name, truth in HIDDEN.items():
         assert abs(result.estimates[name].value - truth) < 2e-2 * truth, (name, result.estimates[name].value)
     assert result.cost_fitted < 1e-3 * result.cost_nominal
+    # replay under the truth predicts the noise-free log exactly; the nominal model does not
+    from robot_rl.sim2real.arm_replay import arm_open_loop_errors
+    from sim.tasks.arm.physical import ArmParams
+
+    truth, joint_truth = arm_open_loop_errors(log, ArmParams(**HIDDEN), "truth")
+    nominal, joint_nominal = arm_open_loop_errors(log, ArmParams(), "nominal")
+    assert truth.windows == 5 and truth.predicted.shape == (5, 25, 3)  # 1 s windows from 1 s on
+    assert truth.median_m.max() < 1e-9 and joint_truth.max() < 1e-9, (truth.median_m, joint_truth)
+    # after 0.2 s, mid-transient (measured 5.6 and 7.1 mm in x and y, 7.4 mrad); by 1 s both have settled
+    assert nominal.median_m[0].max() > 2e-3 and joint_nominal[0] > 2e-3, (nominal.median_m, joint_nominal)
 
 
 def test_crazyflie_reader_still_refuses_an_arm_log_without_commands(tmp_path, capsys):

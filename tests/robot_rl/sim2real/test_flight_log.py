@@ -134,6 +134,14 @@ def test_bad_logs_end_with_one_line_and_exit_2(perturbed_flight, tmp_path, capsy
     assert not (tmp_path / "sysid").exists() and not (tmp_path / "replay").exists()
 
 
+def test_replay_writes_under_the_runs_root_by_default(perturbed_flight, tmp_path, capsys):
+    """Without out=, replay (and sysid, through the same helper) write <runs_root>/sim2real/<log name>/, where
+    the dashboard of that runs root looks."""
+    assert main(["replay", f"log={perturbed_flight}", f"runs_root={tmp_path}"]) == 0
+    folder = tmp_path / "sim2real" / perturbed_flight.stem
+    assert (folder / "replay.json").is_file() and (folder / "replay.svg").is_file(), sorted(tmp_path.rglob("*"))
+
+
 def test_a_pose_topic_gives_velocities_by_differences(perturbed_flight, tmp_path):
     """Crazyswarm2 users may record /<cf>/pose (PoseStamped) instead of odometry: the same flight rewritten so by
     mcap_ros2's writer reads back with velocities and body rates close to the odometry's."""

@@ -96,6 +96,16 @@ def test_a_warm_started_run_imitates_then_trains_in_one_run_directory(tmp_path):
         commands.cmd_train([*HOVER, "train.iterations=0", f"runs_root={tmp_path}", "run_name=n"])
 
 
+def teacher_outcomes(env, episodes: int) -> list[float]:
+    """The success of the first `episodes` episodes the task's teacher flies in env."""
+    outcomes = []
+    while len(outcomes) < episodes:
+        _, _, _, extras = env.step(teacher_actions(env.task))
+        if "final" in extras:
+            outcomes += extras["final"]["success"].tolist()
+    return outcomes
+
+
 def test_the_hover_teacher_flies_the_demo_task():
     """The scripted expert DAgger imitates: 64 worlds of the demo's evaluation conditions (DR, noise, latency),
     one 8 s episode each (measured on 1,024 episodes: 0.996 success, median final error 1.2 cm)."""
@@ -104,9 +114,37 @@ def test_the_hover_teacher_flies_the_demo_task():
 
     env = make_env(load_config(HOVER), num_worlds=64, seed=12345, pushes=False)
     env.reset()
-    outcomes = []
-    while len(outcomes) < 64:
-        _, _, _, extras = env.step(teacher_actions(env.task))
-        if "final" in extras:
-            outcomes += extras["final"]["success"].tolist()
+    outcomes = teacher_outcomes(env, 64)
+    assert sum(outcomes) / len(outcomes) >= 0.9, outcomes
+
+
+def test_the_hover_teacher_hovers_a_fitted_drone_from_the_fit(tmp_path):
+    """With task.params.sysid= the teacher's feed-forward is the fitted drone's hover thrust, so it holds the
+    goal on that drone without leaning on its bounded integral: at rest at the goal its thrust command lifts
+    exactly the fitted weight, and 64 worlds of the fitted drone (every world that drone, noise, its latency)
+    succeed as on the nominal one."""
+    import yaml
+
+    from robot_rl.config import load_config
+    from robot_rl.envs import make_env
+    from sim.tasks.crazyflie.hover_teacher import GRAVITY, hover_pwm
+
+    mass, thrust = 0.027 * 1.15, 0.9  # the sim-to-real tests' hidden robot
+    params = {"mass_kg": mass, "thrust_scale": thrust, "motor_tau_s": 0.08, "latency_s": 0.02}
+    path = tmp_path / "sysid.yaml"
+    fit = {k: {"value": v, "interval": [v, v]} for k, v in params.items()}
+    path.write_text(yaml.safe_dump({"robot": "crazyflie_2_1", "parameters": fit}))
+    cfg = load_config([*HOVER, f"task.params.sysid={path}"])
+    env = make_env(cfg, num_worlds=64, seed=12345, pushes=False, randomization="none")
+    env.reset()
+    task, b = env.task, env.task.backend
+    assert task.teacher_mass_kg == pytest.approx(mass / thrust)
+    b.qpos[:, 0:3], b.qpos[:, 3:7], b.qvel[:, :] = task.goal_pos, torch.tensor([1.0, 0, 0, 0]), 0.0
+    task.err_int.zero_()
+    rpyt = task.act_offset + task.act_scale * task.teacher("position_controller")
+    # the PWM whose thrust on the nominal curve, times the fitted coefficient, holds the fitted mass
+    expected = hover_pwm(torch.tensor([mass * GRAVITY / thrust], dtype=torch.float64))
+    torch.testing.assert_close(rpyt[:, 3], expected.expand(64), atol=1.0, rtol=0)
+    env.reset()
+    outcomes = teacher_outcomes(env, 64)
     assert sum(outcomes) / len(outcomes) >= 0.9, outcomes
