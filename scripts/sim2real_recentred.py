@@ -3,7 +3,8 @@
     python scripts/sim2real_recentred.py --seeds 0,1,2 --flights 8 --out runs/sweeps/sim2real_recentred
 
 The "robot" is the SITL sim bridge with hidden parameters (HIDDEN below: the same drone the sim-to-real tests
-fly). Steps, each saved under --out; run the same command again to resume (finished steps are skipped):
+fly; --hidden '{"mass_kg": ..., ...}' flies another, names in sim.tasks.crazyflie.physical). Steps, each saved
+under --out; run the same command again to resume (finished steps are skipped):
 
 1. train `nominal` seed 0 with the demo's recipe (DAgger, robot_rl.commands.demo.DEMO_RECIPE) and export it;
 2. the fit: that bundle flies the excitation goals through the ROS 2 nodes on the hidden robot, the recorder
@@ -56,7 +57,7 @@ def train(out: Path, variant: str, seed: int, fit: Path | None) -> Path:
     return run
 
 
-def fit_hidden_robot(out: Path, bundle: Path) -> Path:
+def fit_hidden_robot(out: Path, bundle: Path, hidden: dict) -> Path:
     fit = out / "fit" / "flight" / "sysid.yaml"
     if fit.exists():
         return fit
@@ -65,18 +66,18 @@ def fit_hidden_robot(out: Path, bundle: Path) -> Path:
     log = out / "fit" / "flight.mcap"
     log.parent.mkdir(parents=True, exist_ok=True)
     fly = ros_function("sitl_fly_recorded")
-    summary = fly(str(bundle), str(log), seconds=10.0, physical_params=json.dumps(HIDDEN), sim=SENSING)
+    summary = fly(str(bundle), str(log), seconds=10.0, physical_params=json.dumps(hidden), sim=SENSING)
     if not (summary["finished"] and summary["mode"] == "ACTIVE"):
         sys.exit(f"the excitation flight did not finish ACTIVE: {summary['mode']} {summary['reason']}")
-    commands.cmd_sysid([f"log={log}", f"mass_kg={HIDDEN['mass_kg']}", f"out={fit.parent}"])
+    commands.cmd_sysid([f"log={log}", f"mass_kg={hidden['mass_kg']}", f"out={fit.parent}"])
     return fit
 
 
-def write_truth(out: Path) -> Path:
+def write_truth(out: Path, hidden: dict) -> Path:
     """The hidden parameters in sysid.yaml's form, zero-width intervals: with randomization=none every world is
     the hidden robot."""
     path = out / "truth.yaml"
-    params = {k: {"value": float(v), "interval": [float(v), float(v)]} for k, v in HIDDEN.items()}
+    params = {k: {"value": float(v), "interval": [float(v), float(v)]} for k, v in hidden.items()}
     path.write_text(yaml.safe_dump({"robot": "crazyflie_2_1", "parameters": params}))
     return path
 
@@ -89,7 +90,7 @@ def sim_eval(run: Path, name: str, overrides: list[str]) -> dict:
     return {"success": m["success_rate"], "ci95": m["success_ci95"], "episodes": 1024, "error_m": m["position_error_m"]}
 
 
-def sitl_flights(run: Path, flights: int) -> dict:
+def sitl_flights(run: Path, flights: int, hidden: dict) -> dict:
     """--flights lock-step SITL flights on the hidden robot through the nodes; each flight's summary is kept."""
     from robot_rl.ros_package import ros_function
 
@@ -98,7 +99,7 @@ def sitl_flights(run: Path, flights: int) -> dict:
     done = json.loads(path.read_text()) if path.exists() else []
     for k in range(len(done), flights):
         start = np.random.default_rng(1000 + k).uniform(-1.0, 1.0, 2)
-        sim = {**SENSING, "physical_params": json.dumps(HIDDEN), "seed": 1000 + k,
+        sim = {**SENSING, "physical_params": json.dumps(hidden), "seed": 1000 + k,
                "initial_position": [float(start[0]), float(start[1]), -1.0]}  # fmt: skip
         r = fly(str(run / "bundle"), FLIGHT_S, GOAL, lockstep=True, hold_s=HOLD_S, sim=sim)
         done.append({key: r[key] for key in ("finished", "mode", "final_error_m", "hold_max_error_m")})
@@ -142,7 +143,11 @@ def main() -> None:
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--flights", type=int, default=8, help="SITL flights per run on the hidden robot")
     p.add_argument("--out", type=Path, default=Path("runs/sweeps/sim2real_recentred"))
+    p.add_argument("--hidden", default=json.dumps(HIDDEN), help="the robot's hidden parameters (JSON; mass_kg needed)")
     args = p.parse_args()
+    hidden = json.loads(args.hidden)
+    if "mass_kg" not in hidden:
+        sys.exit("--hidden needs mass_kg: sysid is given the weighed mass")
     from robot_rl_ros.rosenv import apply_local_dds
 
     os.environ.setdefault("MUJOCO_GL", "egl")
@@ -150,8 +155,8 @@ def main() -> None:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",")]
-    fit = fit_hidden_robot(out, train(out, "nominal", seeds[0], None) / "bundle")
-    truth = write_truth(out)
+    fit = fit_hidden_robot(out, train(out, "nominal", seeds[0], None) / "bundle", hidden)
+    truth = write_truth(out, hidden)
     results = {}
     for variant in VARIANTS:
         for seed in seeds:
@@ -159,7 +164,7 @@ def main() -> None:
             results[run.name] = {
                 "standard": sim_eval(run, "standard", []),
                 "hidden_sim": sim_eval(run, "hidden_sim", [f"task.params.sysid={truth}", "eval.randomization=none"]),
-                "hidden_sitl": sitl_flights(run, args.flights),
+                "hidden_sitl": sitl_flights(run, args.flights, hidden),
             }
             write_json_atomic(out / "table.json", results)
     text = table(results, "python " + " ".join(sys.argv))

@@ -1,5 +1,5 @@
-"""robot-rl replay: a flight log replayed in simulation, open loop and (with bundle=) closed loop; an arm's log
-(joint_states and forward position controller commands) open loop."""
+"""robot-rl replay: a flight log replayed in simulation, open loop and (with bundle=) closed loop; an arm's or a
+quadruped's log (the topics tell which) open loop."""
 
 from __future__ import annotations
 
@@ -23,11 +23,12 @@ def cmd_replay(args: list[str]) -> dict:
     opts, rest = split_options(args, OPTIONS)
     if rest:
         raise ConfigError(f"replay takes {', '.join(o + '=' for o in OPTIONS)} not {rest[0].split('=')[0]}=")
-    if read_quadruped_logs(opts) is not None:
-        raise ConfigError("replay of a quadruped's log is not built yet (robot-rl sysid fits it)")
+    quadruped = read_quadruped_logs(opts)
+    if quadruped is not None:
+        return _replay_open_loop(opts, quadruped, _quadruped_robot())
     arm = read_arm_logs(opts)
     if arm is not None:
-        return _replay_arm(opts, arm)
+        return _replay_open_loop(opts, arm, _arm_robot())
     logs = read_logs(opts, "replay")
     models = {"nominal": CrazyflieParams()}
     if opts.get("params"):
@@ -67,46 +68,65 @@ def cmd_replay(args: list[str]) -> dict:
     return _write(summary, out)
 
 
-def _replay_arm(opts: dict, logs: list) -> dict:
-    """An arm's logs open loop under the nominal model and, with params=, an arm fit: TCP and joint errors."""
+def _arm_robot() -> dict:
     from robot_rl.sim2real.arm_replay import arm_model, arm_open_loop_errors, tcp_positions
-    from robot_rl.sim2real.replay import error_table
     from sim.tasks.arm.physical import ArmParams, load_fit
 
+    def positions(log) -> np.ndarray:
+        model = arm_model(ArmParams())
+        qpos = np.zeros((len(log.t), model.nq))
+        qpos[:, : log.position.shape[1]] = log.position
+        return tcp_positions(model, qpos)
+
+    return {"robot": "arm", "what": "TCP", "params": ArmParams, "load_fit": load_fit, "errors": arm_open_loop_errors,
+            "positions": positions}  # fmt: skip
+
+
+def _quadruped_robot() -> dict:
+    from robot_rl.sim2real.quadruped_replay import quadruped_open_loop_errors
+    from sim.tasks.quadruped.physical import QuadrupedParams, load_fit
+
+    return {"robot": "quadruped", "what": "trunk", "params": QuadrupedParams, "load_fit": load_fit,
+            "errors": quadruped_open_loop_errors, "positions": lambda log: log.base_position}  # fmt: skip
+
+
+def _replay_open_loop(opts: dict, logs: list, robot: dict) -> dict:
+    """An arm's or a quadruped's logs open loop under the nominal model and, with params=, its fit: per-axis errors
+    of a point (the arm's TCP, the quadruped's trunk) and the joints' median errors."""
+    from robot_rl.sim2real.replay import error_table
+
+    name, what = robot["robot"], robot["what"]
     if opts.get("bundle"):
-        raise ConfigError("replay bundle= (closed loop) is the Crazyflie's; an arm's log replays open loop only")
-    models = {"nominal": ArmParams()}
+        raise ConfigError(f"replay bundle= (closed loop) is the Crazyflie's; a {name}'s log replays open loop only")
+    models = {"nominal": robot["params"]()}
     fit = None
     if opts.get("params"):
         try:
-            fit = load_fit(opts["params"])
+            fit = robot["load_fit"](opts["params"])
         except ValueError as e:
             raise ConfigError(str(e)) from None
-        models["fitted"] = ArmParams.from_mapping({k: v[0] for k, v in fit.items()})
+        models["fitted"] = robot["params"].from_mapping({k: v[0] for k, v in fit.items()})
     out = sim2real_dir(logs, opts)
     out.mkdir(parents=True, exist_ok=True)
-    model = arm_model(ArmParams())
-    summary = {"robot": "arm", "logs": []}
+    summary = {"robot": name, "logs": []}
     for log in logs:
         try:
-            runs = [arm_open_loop_errors(log, p, name) for name, p in models.items()]
+            runs = [robot["errors"](log, p, label) for label, p in models.items()]
         except ValueError as e:
             raise ConfigError(str(e)) from None
         results = [r for r, _ in runs]
-        print(f"{log.source}: {log.duration_s:.1f} s, {results[0].windows} windows; open-loop |TCP error|")
+        print(f"{log.source}: {log.duration_s:.1f} s, {results[0].windows} windows; open-loop |{what} error|")
         print(error_table(results))
         for r, joint in runs:
             cells = ", ".join(f"{h:.1f} s {e * 1000:.2f} mrad" for h, e in zip(r.horizons_s, joint, strict=True))
             print(f"median |joint error| ({r.label}): {cells}")
-        qpos = np.zeros((len(log.t), model.nq))
-        qpos[:, : log.position.shape[1]] = log.position
         summary["logs"].append({
             "log": log.source,
             "t": log.t.round(4).tolist(),
-            "position": tcp_positions(model, qpos).round(4).tolist(),
+            "position": np.asarray(robot["positions"](log)).round(4).tolist(),
             "report": log.report.lines(),
             "open_loop": [r.as_dict() | {"joint_median_rad": j.round(6).tolist()} for r, j in runs],
-            "params": {name: p.as_dict() for name, p in models.items()},
+            "params": {label: p.as_dict() for label, p in models.items()},
         })  # fmt: skip
     if fit is not None:
         summary["sysid"] = str(Path(opts["params"]).resolve())
@@ -134,7 +154,7 @@ def _plot(summary: dict, out: Path) -> None:
     entry = summary["logs"][0]
     t, pos = np.array(entry["t"]), np.array(entry["position"])
     dt = float(np.median(np.diff(t))) if len(t) > 1 else 0.01  # the log's period (0.01 s Crazyflie, 0.04 s arm)
-    prefix = "TCP " if summary.get("robot") == "arm" else ""
+    prefix = {"arm": "TCP ", "quadruped": "trunk "}.get(summary.get("robot", ""), "")
     fig, axes = plt.subplots(3, 1, figsize=(9, 7), sharex=True)
     colors = {"nominal": "tab:red", "fitted": "tab:blue"}
     for i, (ax, name) in enumerate(zip(axes, "xyz", strict=True)):

@@ -2,20 +2,20 @@
 
 From window starts along the log (the windows sysid fits, arm_sysid.window_starts), the scene the fit simulates
 (arm_sysid.arm_spec: no free objects) is rolled out under the logged targets, held over each control period's
-physics steps, by mujoco.rollout, one batch of windows per model. The tool centre point (the model's `tcp` site,
-forward kinematics of the joints) is compared with the log's after each horizon, per axis, so the table and the
-dashboard's overlay read as the Crazyflie's do (robot_rl.sim2real.replay.OpenLoopErrors). The joints' own errors
-are reported beside it: median |joint error| over joints and windows.
+physics steps, by mujoco.rollout (mjspec_fit.rollout_windows), one batch of windows per model. The tool centre
+point (the model's `tcp` site, forward kinematics of the joints) is compared with the log's after each horizon, per
+axis, so the table and the dashboard's overlay read as the Crazyflie's do (robot_rl.sim2real.replay.OpenLoopErrors).
+The joints' own errors are reported beside it: median |joint error| over joints and windows.
 """
 
 from __future__ import annotations
 
 import mujoco
 import numpy as np
-from mujoco import rollout
 
 from robot_rl.sim2real.arm_log import ARM_JOINTS, ArmLog
 from robot_rl.sim2real.arm_sysid import SUBSTEPS, SysidOptions, arm_spec, window_starts
+from robot_rl.sim2real.mjspec_fit import rollout_windows
 from robot_rl.sim2real.replay import OpenLoopErrors
 from sim.tasks.arm.physical import ArmParams, apply_to_spec, nominal_values
 
@@ -54,16 +54,8 @@ def arm_open_loop_errors(
     if not len(starts):
         raise ValueError(f"{log.source}: no {horizon * period:.1f} s commanded stretch without drops to replay")
     model = arm_model(params)
-    data = mujoco.MjData(model)
-    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
-    initial = np.empty((len(starts), mujoco.mj_stateSize(model, spec)))
-    for i, k in enumerate(starts):
-        mujoco.mj_resetData(model, data)
-        data.qpos[: log.position.shape[1]] = log.position[k]
-        data.qvel[: log.velocity.shape[1]] = log.velocity[k]
-        mujoco.mj_getState(model, data, initial[i], spec)
     control = np.repeat(log.commands[starts[:, None] + np.arange(horizon)[None, :]], SUBSTEPS, axis=1)
-    state, _ = rollout.rollout(model, data, initial, control)
+    state = rollout_windows(model, log.position[starts], log.velocity[starts], control)
     qpos = state[:, SUBSTEPS - 1 :: SUBSTEPS, 1 : 1 + model.nq]  # after each control period (time column first)
     logged = log.position[starts[:, None] + np.arange(1, horizon + 1)[None, :]]
     q_true = np.zeros_like(qpos)

@@ -94,6 +94,24 @@ def residual_function(seqs: list, modify: Callable) -> Callable:
     )
 
 
+def rollout_windows(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, controls: np.ndarray) -> np.ndarray:
+    """Open-loop rollouts by mujoco.rollout, one per window: from qpos (K, nq') and qvel (K, nv') (the first
+    columns of the model's; the rest at the model's defaults) under controls (K, steps, nu) -> states (K, steps,
+    1 + nstate), the time column first (mjSTATE_FULLPHYSICS)."""
+    from mujoco import rollout
+
+    data = mujoco.MjData(model)
+    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    initial = np.empty((len(qpos), mujoco.mj_stateSize(model, spec)))
+    for i in range(len(qpos)):
+        mujoco.mj_resetData(model, data)
+        data.qpos[: qpos.shape[1]] = qpos[i]
+        data.qvel[: qvel.shape[1]] = qvel[i]
+        mujoco.mj_getState(model, data, initial[i], spec)
+    state, _ = rollout.rollout(model, data, initial, controls)
+    return state
+
+
 def _mapping(widths: dict[str, int]) -> dict:
     from mujoco.sysid import SignalType
 
