@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl.commands.common import split_options
-from robot_rl.commands.sysid import read_arm_logs, read_logs, read_quadruped_logs, sim2real_dir
+from robot_rl.commands.sysid import read_joint_logs, read_logs, sim2real_dir
 from robot_rl.config import ConfigError
 
 OPTIONS = ("log", "params", "bundle", "out", "runs_root", "namespace")
@@ -23,12 +23,10 @@ def cmd_replay(args: list[str]) -> dict:
     opts, rest = split_options(args, OPTIONS)
     if rest:
         raise ConfigError(f"replay takes {', '.join(o + '=' for o in OPTIONS)} not {rest[0].split('=')[0]}=")
-    quadruped = read_quadruped_logs(opts)
-    if quadruped is not None:
-        return _replay_open_loop(opts, quadruped, _quadruped_robot())
-    arm = read_arm_logs(opts)
-    if arm is not None:
-        return _replay_open_loop(opts, arm, _arm_robot())
+    joint_logs = read_joint_logs(opts)
+    if joint_logs is not None:
+        robot, logs = joint_logs
+        return _replay_open_loop(opts, logs, _quadruped_robot() if robot == "quadruped" else _arm_robot())
     logs = read_logs(opts, "replay")
     models = {"nominal": CrazyflieParams()}
     if opts.get("params"):
@@ -72,8 +70,9 @@ def _arm_robot() -> dict:
     from robot_rl.sim2real.arm_replay import arm_model, arm_open_loop_errors, tcp_positions
     from sim.tasks.arm.physical import ArmParams, load_fit
 
+    model = arm_model(ArmParams())  # the nominal arm's TCP: compiled once for every log
+
     def positions(log) -> np.ndarray:
-        model = arm_model(ArmParams())
         qpos = np.zeros((len(log.t), model.nq))
         qpos[:, : log.position.shape[1]] = log.position
         return tcp_positions(model, qpos)

@@ -42,18 +42,26 @@ def read_logs(opts: dict, verb: str) -> list:
         raise ConfigError(str(e)) from None
 
 
-def read_arm_logs(opts: dict) -> list | None:
-    """The log= files read as an arm's when the first one is an arm's (joint_states and forward position
-    controller commands); None for any other log (the Crazyflie's reader takes it, and refuses what it cannot)."""
+def read_joint_logs(opts: dict) -> tuple[str, list] | None:
+    """The log= files read as a legged or arm robot's when the first one is ("quadruped": joint_states, odom
+    and a Go1 low-level command topic; "arm": joint_states and forward position controller commands), as
+    (robot, logs); None for any other log (the Crazyflie's reader takes it, and refuses what it cannot)."""
     from robot_rl.sim2real.arm_log import is_arm_log, read_arm_log
     from robot_rl.sim2real.log_common import LogError, log_topics
+    from robot_rl.sim2real.quadruped_log import is_quadruped_log, read_quadruped_log
 
-    if not opts.get("log") or not is_arm_log(log_topics(opts["log"].split(",")[0])):
+    if not opts.get("log"):
         return None
-    try:
-        return [read_arm_log(p, opts.get("namespace")) for p in opts["log"].split(",")]
-    except LogError as e:
-        raise ConfigError(str(e)) from None
+    paths = opts["log"].split(",")
+    topics = log_topics(paths[0])
+    readers = (("quadruped", is_quadruped_log, read_quadruped_log), ("arm", is_arm_log, read_arm_log))
+    for robot, is_robot_log, read in readers:
+        if is_robot_log(topics):
+            try:
+                return robot, [read(p, opts.get("namespace")) for p in paths]
+            except LogError as e:
+                raise ConfigError(str(e)) from None
+    return None
 
 
 def _print_fit(result, horizon_s: float) -> None:
@@ -72,44 +80,24 @@ def _print_logs(logs: list) -> None:
             print(f"  {line}")
 
 
-def read_quadruped_logs(opts: dict) -> list | None:
-    """The log= files read as a quadruped's when the first one is (joint_states and a Go1 low-level command
-    topic); None for any other log."""
-    from robot_rl.sim2real.log_common import LogError, log_topics
-    from robot_rl.sim2real.quadruped_log import is_quadruped_log, read_quadruped_log
-
-    if not opts.get("log") or not is_quadruped_log(log_topics(opts["log"].split(",")[0])):
-        return None
-    try:
-        return [read_quadruped_log(p, opts.get("namespace")) for p in opts["log"].split(",")]
-    except LogError as e:
-        raise ConfigError(str(e)) from None
-
-
-def _sysid_quadruped(opts: dict, logs: list) -> dict:
-    from robot_rl.sim2real.quadruped_sysid import SysidOptions, fit_quadruped, write_fit
+def _sysid_joints(robot: str, logs: list, opts: dict) -> dict:
+    """Fit an arm's or a quadruped's logs (the same options: horizon and iterations; no weighed mass)."""
+    if robot == "quadruped":
+        from robot_rl.sim2real.quadruped_sysid import SysidOptions, write_fit
+        from robot_rl.sim2real.quadruped_sysid import fit_quadruped as fit
+    else:
+        from robot_rl.sim2real.arm_sysid import SysidOptions, write_fit
+        from robot_rl.sim2real.arm_sysid import fit_arm as fit
 
     if "mass_kg" in opts:
-        raise ConfigError(
-            "sysid mass_kg= is a Crazyflie's weighed mass; this log is a quadruped's (its payload is fitted)"
-        )
+        fitted = " (its payload is fitted)" if robot == "quadruped" else ""
+        raise ConfigError(f"sysid mass_kg= is a Crazyflie's weighed mass; this log is a {robot}'s{fitted}")
     options = SysidOptions(
         horizon_s=_float(opts, "horizon_s", SysidOptions.horizon_s, 0.0, 5.0),
         max_iters=int(_float(opts, "max_iters", SysidOptions.max_iters, 0, 1000)),
     )
-    return _fit_and_write(fit_quadruped, write_fit, logs, options, opts, "; train on it with task.params.sysid=")
-
-
-def _sysid_arm(opts: dict, logs: list) -> dict:
-    from robot_rl.sim2real.arm_sysid import SysidOptions, fit_arm, write_fit
-
-    if "mass_kg" in opts:
-        raise ConfigError("sysid mass_kg= is a Crazyflie's weighed mass; this log is an arm's")
-    options = SysidOptions(
-        horizon_s=_float(opts, "horizon_s", SysidOptions.horizon_s, 0.0, 5.0),
-        max_iters=int(_float(opts, "max_iters", SysidOptions.max_iters, 0, 1000)),
-    )
-    return _fit_and_write(fit_arm, write_fit, logs, options, opts, "")
+    hint = "; train on it with task.params.sysid="
+    return _fit_and_write(fit, write_fit, logs, options, opts, hint)
 
 
 def _fit_and_write(fit, write_fit, logs: list, options, opts: dict, hint: str) -> dict:
@@ -132,12 +120,9 @@ def cmd_sysid(args: list[str]) -> dict:
     opts, rest = split_options(args, OPTIONS)
     if rest:
         raise ConfigError(f"sysid takes {', '.join(o + '=' for o in OPTIONS)} not {rest[0].split('=')[0]}=")
-    quadruped = read_quadruped_logs(opts)
-    if quadruped is not None:
-        return _sysid_quadruped(opts, quadruped)
-    arm = read_arm_logs(opts)
-    if arm is not None:
-        return _sysid_arm(opts, arm)
+    joint_logs = read_joint_logs(opts)
+    if joint_logs is not None:
+        return _sysid_joints(*joint_logs, opts)
     logs = read_logs(opts, "sysid")
     options = SysidOptions(
         mass_kg=_float(opts, "mass_kg", SysidOptions.mass_kg, 0.0, 1.0),

@@ -32,8 +32,10 @@ from robot_rl.sim2real.log_common import (
     read_messages,
     stamp_s,
 )
+from sim.tasks.quadruped.constants import JOINT_NAMES
 
-LEG_JOINT_NAMES = [f"{leg}_{part}_joint" for leg in ("FR", "FL", "RR", "RL") for part in ("hip", "thigh", "calf")]
+# What a Go1 driver calls the joints: the model's names (Unitree's motor order) with ROS's "_joint" suffix
+LEG_JOINT_NAMES = [f"{name}_joint" for name in JOINT_NAMES]
 COMMAND_SUFFIX = "joint_commands"
 MOTORS = 12
 

@@ -23,6 +23,7 @@ from sim.tasks.quadruped.constants import (
     SPAWN_HEIGHT,
     THIGH_LENGTH,
     TOTAL_MASS,
+    TRUNK_MASS,
 )
 from sim.tasks.quadruped.terrain import TERRAIN_BORDER
 
@@ -53,7 +54,8 @@ def home_height(model: mujoco.MjModel) -> float:
 def test_mass_dimensions_limits_and_rates_are_as_written(model):
     assert sum(model.body_mass) == pytest.approx(TOTAL_MASS, abs=1e-9)
     assert 11.5 < TOTAL_MASS < 13.5  # Unitree: "about 12 kg"
-    assert model.body("trunk").mass[0] == pytest.approx(5.204)
+    assert model.body("trunk").mass[0] == pytest.approx(TRUNK_MASS, abs=1e-9)
+    assert TRUNK_MASS == pytest.approx(5.204)
     assert np.allclose(model.geom("trunk").size, [0.3762 / 2, 0.0935 / 2, 0.114 / 2])
     for leg in LEGS:
         sx, sy = (1 if leg[0] == "F" else -1), (1 if leg[1] == "L" else -1)

@@ -99,19 +99,12 @@ def recentred_ranges(dr: dict, fit: dict[str, tuple[float, float, float]]) -> di
     """Domain randomization ranges (hover_config.DR_LEVELS form) centred on a fit: each fitted parameter's range is
     its interval, widened to at least FIT_FLOOR around the value; what was not fitted keeps the level's range."""
     out = dict(dr)
-
-    def span(name: str) -> tuple[float, float]:
-        return fit_span(fit, name, FIT_FLOOR[name])
-
     if "mass_kg" in fit:
-        lo, hi = span("mass_kg")
+        lo, hi = fit_span(fit, "mass_kg", FIT_FLOOR["mass_kg"])
         out["mass"] = (lo / NOMINAL_MASS_KG, hi / NOMINAL_MASS_KG)
-    if "inertia_scale" in fit:
-        out["inertia"] = span("inertia_scale")
-    if "thrust_scale" in fit:
-        out["kf"] = span("thrust_scale")
-    if "motor_tau_s" in fit:
-        out["motor_tau"] = span("motor_tau_s")
+    for name, key in (("inertia_scale", "inertia"), ("thrust_scale", "kf"), ("motor_tau_s", "motor_tau")):
+        if name in fit:
+            out[key] = fit_span(fit, name, FIT_FLOOR[name])
     if "latency_s" in fit:
         value, lo, hi = fit["latency_s"]
         lo, hi = min(lo, value - FIT_FLOOR_LATENCY_S), max(hi, value + FIT_FLOOR_LATENCY_S)

@@ -15,6 +15,7 @@ JOINT_HIGH = [0.863, 4.501, -0.888] * 4
 TORQUE_LIMIT = [23.7, 23.7, 35.55] * 4  # N m
 SPAWN_HEIGHT = 0.34  # trunk origin above the ground at reset: feet just clear of it in the home pose
 TOTAL_MASS = 12.864  # kg, as written in go1_like.xml
+TRUNK_MASS = 5.204  # kg, its trunk body as written there
 THIGH_LENGTH = CALF_LENGTH = 0.213  # m
 FOOT_RADIUS = 0.02
 

@@ -20,10 +20,10 @@ import mujoco
 import torch
 
 from sim.tasks.fit_file import params_from_mapping, read_fit
+from sim.tasks.quadruped.constants import TRUNK_MASS
 
 ROBOT = "go1_like"
 NOMINAL_FRICTION = 1.0  # assets/quadruped/go1_like.xml, every geom
-NOMINAL_TRUNK_MASS_KG = 5.204  # its trunk body (checked against the model by the tests)
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class QuadrupedParams:
         for name in ("motor_strength", "friction"):
             if not getattr(out, name) > 0.0:
                 raise ValueError(f"{name} must be positive, got {getattr(out, name)}")
-        if not -0.5 * NOMINAL_TRUNK_MASS_KG < out.added_mass_kg < 10 * NOMINAL_TRUNK_MASS_KG:
+        if not -0.5 * TRUNK_MASS < out.added_mass_kg < 10 * TRUNK_MASS:
             raise ValueError(f"added_mass_kg {out.added_mass_kg} is not a payload of this robot")
         return out
 
@@ -79,7 +79,7 @@ def apply_to_spec(spec: mujoco.MjSpec, values: Mapping[str, float], kp: float, k
             geom.friction[0] = float(values["friction"])
     if "added_mass_kg" in values:
         trunk = spec.body("trunk")
-        trunk.mass = NOMINAL_TRUNK_MASS_KG + float(values["added_mass_kg"])
+        trunk.mass = TRUNK_MASS + float(values["added_mass_kg"])
 
 
 def load_fit(path) -> dict[str, tuple[float, float, float]]:
