@@ -78,13 +78,17 @@ VERBS = {
         ("eval",),
     ),
     "collect": Verb(
-        "collect run=DIR [episodes=N] [policy=trained|zero] [noise=STD] [out=PATH] [key=value ...]",
+        "collect run=DIR [episodes=N] [policy=trained|zero|plan] [noise=STD] [out=PATH] [key=value ...]",
         "Record the run's policy acting in its task (success-labelled episodes) as prior data for algo=td3/sac.",
         (
             ("run=DIR", "the run directory (required)"),
             ("episodes=N", "episodes to record (default 64)"),
-            ("policy=trained|zero", "the run's policy (default), or zero actions"),
-            ("noise=STD", "Gaussian noise on the policy's actions (default 0)"),
+            (
+                "policy=trained|zero|plan",
+                "the run's policy (default), zero actions, or the plan controller "
+                "(arm tasks in ee_position/ee_pose: demonstrations)",
+            ),
+            ("noise=STD", "Gaussian noise on the policy's actions, or the plan's residual (default 0)"),
             ("checkpoint=FILE", "a checkpoint instead of the latest"),
             ("out=PATH", "the dataset (default DIR/datasets/<policy>_<episodes>.npz and .json)"),
         ),

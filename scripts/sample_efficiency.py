@@ -7,6 +7,14 @@ Each (variant, seed) is one run directory under --out, trained in chunks of --ch
 PPO iterations (`robot-rl train`, then `resume=`), with an evaluation on --episodes episodes after
 every chunk appended to its curve.json. Interrupt it at any time and run the same command again:
 finished runs are skipped and an interrupted run resumes from its last checkpoint and curve point.
+With --demos N (off-policy learners) each variant but `*_no_demos` first gets N episodes of the plan
+controller's demonstrations labelled with its own reward (robot-rl collect policy=plan), pretrains on them
+offline and fine-tunes online with them as prior data (--demo-overrides); its curve starts at 0 online steps:
+
+    python scripts/sample_efficiency.py --task arm_pick_place --variants keypoint_oracle,dense,sparse,\
+        keypoint_oracle_no_demos --demos 128 --worlds 128 --chunks 5 --out runs/sweeps/arm_pick_place_td3bc \
+        algo=td3 task.action_mode=ee_position
+
 The table (markdown and JSON) gives, per variant, the env steps to reach --level success as median
 and IQR over seeds, '> cap' where a seed never reached it, and the final success of every seed.
 """
@@ -60,6 +68,42 @@ VARIANTS = {
         "guidance.pose_correction_m=0.04",
     ],
 }
+# Demonstration runs (--demos N) leave these without them: KAGI's "keypoint reward without demonstrations"
+NO_DEMOS = {"keypoint_oracle_no_demos": VARIANTS["keypoint_oracle"]}
+VARIANTS.update(NO_DEMOS)
+
+
+def make_demos(out: Path, task: str, variant: str, args) -> Path:
+    """<out>/demos/<variant>.npz: --demos episodes of the plan controller (robot-rl collect policy=plan) on the
+    variant's task, labelled with the variant's reward; a one-iteration run of the variant gives collect its
+    config. Every variant's demonstrations are the same episodes (collect's fixed seed); only the rewards differ."""
+    path = out / "demos" / f"{variant}.npz"
+    if path.exists():
+        return path
+    source = out / "demos" / variant
+    if source.exists():
+        shutil.rmtree(source)
+    common = [f"task={task}", f"task.num_worlds={args.worlds}", f"task.params.layouts={args.layouts}"]
+    commands.cmd_train([*common, *VARIANTS[variant], *args.extra, "train.iterations=1", "train.progress=false",
+                        f"runs_root={out / 'demos'}", f"run_name={variant}"])  # fmt: skip
+    commands.cmd_collect([f"run={source}", "policy=plan", f"episodes={args.demos}", f"out={path}"])
+    return path
+
+
+def demo_overrides(out: Path, task: str, variant: str, args) -> list[str]:
+    if not args.demos or variant in NO_DEMOS:
+        return []
+    return [f"algo.prior_data={make_demos(out, task, variant, args).resolve()}", *args.demo_overrides.split()]
+
+
+def evaluate_point(run: Path, iterations: int, args) -> dict:
+    checkpoint = run / "checkpoints" / f"model_{iterations}.pt"
+    result = commands.evaluate_run(run, [f"eval.episodes={args.episodes}"], checkpoint=str(checkpoint),
+                                   name=f"curve_{iterations:05d}")  # fmt: skip
+    meta = json.loads((run / "meta.json").read_text())
+    steps = iterations * int(meta["total_steps"]) // int(meta["iterations"])
+    m = result["metrics"]
+    return {"iterations": iterations, "env_steps": steps, "success": m["success_rate"], "ci95": m["success_ci95"]}
 
 
 def run_one(out: Path, task: str, variant: str, seed: int, args) -> list[dict]:
@@ -78,24 +122,22 @@ def run_one(out: Path, task: str, variant: str, seed: int, args) -> list[dict]:
         # a run that failed before its first checkpoint (e.g. a bad override) holds nothing to resume
         print(f"[{variant} seed {seed}] {run} has no checkpoint: starting it again", flush=True)
         shutil.rmtree(run)
-    for chunk in range(len(curve), args.chunks):
+    done = [c for c in curve if c["iterations"] > 0]
+    for chunk in range(len(done), args.chunks):
         iterations = (chunk + 1) * args.chunk_iterations
         checkpoint = run / "checkpoints" / f"model_{iterations}.pt"
         if not (run / "config.yaml").exists():
-            overrides = [*common, *VARIANTS[variant], *args.extra, f"seed={seed}", f"runs_root={out}",
-                         f"run_name={run.name}", f"train.iterations={iterations}"]  # fmt: skip
+            overrides = [*common, *VARIANTS[variant], *args.extra, *demo_overrides(out, task, variant, args),
+                         f"seed={seed}", f"runs_root={out}", f"run_name={run.name}",
+                         f"train.iterations={iterations}"]  # fmt: skip
             commands.cmd_train(overrides)
         elif not checkpoint.exists():  # the next chunk (the run finished the last one), or interrupted: resume
             latest_checkpoint(run)  # a clear error if there is none
             commands.cmd_train([f"resume={run}", f"train.iterations={iterations}", "resume_finished=true"])
         # else: interrupted after training this chunk but before its evaluation was recorded
-        result = commands.evaluate_run(run, [f"eval.episodes={args.episodes}"], checkpoint=str(checkpoint),
-                                       name=f"curve_{iterations:05d}")  # fmt: skip
-        meta = json.loads((run / "meta.json").read_text())
-        steps = iterations * int(meta["total_steps"]) // int(meta["iterations"])
-        m = result["metrics"]
-        point = {"iterations": iterations, "env_steps": steps, "success": m["success_rate"], "ci95": m["success_ci95"]}
-        curve.append(point)
+        if not curve and (run / "checkpoints" / "model_0.pt").exists():  # pretrained offline: 0 online steps
+            curve.append(evaluate_point(run, 0, args) | {"env_steps": 0})
+        curve.append(evaluate_point(run, iterations, args))
         write_json_atomic(curve_path, curve)
         print(f"[{variant} seed {seed}] {iterations} iterations, {curve[-1]['env_steps']:,} steps: "
               f"success {curve[-1]['success']:.3f}", flush=True)  # fmt: skip
@@ -165,6 +207,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="plan variants: also evaluate every checkpoint with a zero residual and the options its online "
         "correction had learned (also with --table-only); tabulated as <variant>:corrected_plan",
+    )
+    p.add_argument(
+        "--demos",
+        type=int,
+        default=0,
+        help="episodes of plan-controller demonstrations per variant "
+        "(robot-rl collect policy=plan) given to the off-policy learner as algo.prior_data (0: none)",
+    )
+    p.add_argument(
+        "--demo-overrides",
+        default="algo.pretrain_updates=4000 algo.bc_weight=10",
+        help="overrides for runs with demonstrations (offline pretraining, the BC term)",
     )
     p.add_argument("--out", type=Path, default=Path("runs/sweeps/sample_efficiency"))
     p.add_argument("extra", nargs="*", help="more config overrides for every run")

@@ -1,9 +1,12 @@
 """robot-rl collect: record a run's policy acting in its task as prior data for the off-policy learners.
 
-    robot-rl collect run=DIR [episodes=64] [policy=trained|zero] [noise=0.0] [checkpoint=FILE] [out=PATH]
+    robot-rl collect run=DIR [episodes=64] [policy=trained|zero|plan] [noise=0.0] [checkpoint=FILE] [out=PATH]
 
-Episodes run on the run's task as it trained (its randomization and sensing), from seed eval.seed + 1 (fixed,
-and apart from the evaluation's), until `episodes` have ended; each gets its success label. The dataset
+Episodes run on the run's task as it trained (its randomization, sensing and reward: a keypoint run's rewards
+are its keypoint reward), from seed eval.seed + 1 (fixed, and apart from the evaluation's), until `episodes`
+have ended; each gets its success label. policy=plan demonstrates with the plan controller of `guidance=plan`
+(oracle planner, its default settings) on an arm task in ee_position or ee_pose mode: the recorded actions are
+the ones the controller applied, in the task's own action space, so a learner without the plan reads them. The dataset
 format is robot_rl/training/off_policy/prior_data.py's (`<out>.npz` + `<out>.json`); train with it by
 `robot-rl train algo=td3 algo.prior_data=<out>.npz`.
 """
@@ -17,6 +20,7 @@ import torch
 from tqdm import tqdm
 
 from robot_rl.commands.common import load_actor, run_config, split_options
+from robot_rl.commands.train import attach_guidance
 from robot_rl.config import ConfigError
 from robot_rl.envs import make_env
 from robot_rl.training.checkpoint import latest_checkpoint
@@ -24,7 +28,7 @@ from robot_rl.training.off_policy.prior_data import EpisodeLabels, write_dataset
 from robot_rl.training.off_policy.replay import ReplayBuffer
 from robot_rl.training.off_policy.trainer import next_observations
 
-COLLECT_POLICIES = ("trained", "zero")
+COLLECT_POLICIES = ("trained", "zero", "plan")
 
 
 def cmd_collect(args: list[str]) -> dict:
@@ -50,7 +54,7 @@ def collect_run(
 ) -> dict:
     """Record `episodes` episodes; returns the dataset's description (its JSON)."""
     if policy not in COLLECT_POLICIES:
-        raise ConfigError(f"collect policy= is 'trained' (default) or 'zero', not '{policy}'")
+        raise ConfigError(f"collect policy= is 'trained' (default), 'zero' or 'plan', not '{policy}'")
     if episodes < 1 or not (math.isfinite(noise) and noise >= 0):
         raise ConfigError(f"collect: episodes={episodes} must be >= 1 and noise={noise} a number >= 0")
     cfg = run_config(run_dir, list(overrides))
@@ -59,11 +63,16 @@ def collect_run(
     env = make_env(cfg, num_worlds=worlds, seed=seed, final_observation=True)
     if not env.gives_final_observation:
         raise ConfigError("collect records final observations; the per-drone and plan-guided envs do not give them yet")
+    attach_guidance(cfg, env, None)  # the run's reward (KAGI's keypoint reward) labels the transitions
+    actor = plan = None
     source = {"run": run_dir.name, "policy": policy, "noise": noise}
     if policy == "trained":
         path = Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)
         actor, _ = load_actor(cfg, run_dir, str(path))
         source["checkpoint"] = path.name
+    elif policy == "plan":
+        plan = plan_demonstrator(env)
+        source["plan"] = {"planner": plan.cfg.planner, "approach_gain": plan.cfg.approach_gain}
     generator = torch.Generator().manual_seed(seed)
     obs = env.get_observations()
     groups = ("policy", "critic") if "critic" in obs.keys() else ("policy",)
@@ -75,14 +84,20 @@ def collect_run(
     ended = 0
     with tqdm(total=episodes, desc="collect", unit="ep", dynamic_ncols=True) as bar, torch.inference_mode():
         for _ in range(max_steps):
-            if policy == "zero":
+            if plan is not None:  # the controller; noise= is its residual; the applied action is the record
+                residual = noise * torch.randn(worlds, plan.num_actions, generator=generator)
+                _, rewards, dones, extras = plan.step(residual)
+                actions = plan.last_action.float()
+                next_obs = env.get_observations()
+            elif policy == "zero":
                 actions = torch.zeros(worlds, env.num_actions)
+                next_obs, rewards, dones, extras = env.step(actions)
             else:
                 actions = actor(obs).float()
                 if noise > 0:
                     actions = actions + noise * torch.randn(actions.shape, generator=generator)
                 actions = actions.clamp(-1.0, 1.0)
-            next_obs, rewards, dones, extras = env.step(actions)
+                next_obs, rewards, dones, extras = env.step(actions)
             true_next = next_observations(next_obs, dones, extras, groups)
             step = {
                 "obs": obs["policy"].float(),
@@ -123,3 +138,15 @@ def collect_run(
         f"({e['successful']} successful)"
     )
     return meta
+
+
+def plan_demonstrator(env):
+    """The plan controller of guidance=plan (its defaults, oracle planner, constant gains) around env, whose
+    actions it then takes: a scripted demonstrator of the arm tasks."""
+    from robot_rl.guidance.plan.config import plan_config
+    from robot_rl.guidance.plan.guided_env import PlanGuidedEnv
+
+    try:
+        return PlanGuidedEnv(env, plan_config({"planner": "oracle", "anneal_env_steps": 0}))
+    except ValueError as e:
+        raise ConfigError(f"collect policy=plan: {e}") from None

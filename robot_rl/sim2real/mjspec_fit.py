@@ -74,7 +74,7 @@ class ModelCache:
         self.size = size
 
     def __call__(self, params, spec: mujoco.MjSpec) -> mujoco.MjModel:
-        from mujoco.sysid._src.model_modifier import apply_param_modifiers
+        from mujoco.sysid import apply_param_modifiers
 
         key = (id(spec), params.as_vector().tobytes())
         model = self.models.get(key)

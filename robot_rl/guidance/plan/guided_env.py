@@ -103,6 +103,7 @@ class PlanGuidedEnv(EnvWrapper):
         self.noise_gen = torch.Generator().manual_seed(cfg.seed + 7919)
         self.chosen = torch.full((n, MAX_SUBGOALS), -1, dtype=torch.long)  # option that achieved each subgoal
         self.steps = 0
+        self.last_action: torch.Tensor | None = None  # the last step's applied action (step())
         self.env_steps = 0  # training progress for the gain schedule; set_progress() on resume / evaluation
         self.achieved_total = torch.zeros(MAX_SUBGOALS, dtype=torch.long)
         self._start_worlds(torch.arange(n))
@@ -267,6 +268,7 @@ class PlanGuidedEnv(EnvWrapper):
             self.correction[start, :2] = self.cfg.pose_correction_m * shift[start].clamp(-1.0, 1.0)
         base_gain, k = self.cfg.gains(self.env_steps)
         a = (base_gain * self.base_action() + k * a_rl).clamp(-1.0, 1.0)
+        self.last_action = a  # what the wrapped env took: a demonstration in its action space (robot-rl collect)
         self.env_steps += self.num_envs
         lay_before = self.task.layout_id.clone()
         _, reward, dones, extras = self.env.step(a)

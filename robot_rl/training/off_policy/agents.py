@@ -60,12 +60,12 @@ class Agent(nn.Module, ABC):
         """The target's action at s' and the entropy term subtracted from its Q (0 for TD3)."""
 
     @abstractmethod
-    def actor_loss(self, x: torch.Tensor, xc: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The actor's (and SAC's temperature's) losses on a batch."""
+    def actor_loss(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The actor's (and SAC's temperature's) losses on a batch (x, xc, actions, prior)."""
 
     def update(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One critic update (and every policy_delay-th an actor and target update) on a normalized batch:
-        x, xc (critic), actions, returns, discount, x_next, xc_next."""
+        x, xc (critic), actions, returns, discount, x_next, xc_next, and prior (bool: rows of prior data)."""
         cfg = self.cfg
         with torch.no_grad():
             a_next, entropy_term = self.next_action(b["x_next"])
@@ -79,7 +79,7 @@ class Agent(nn.Module, ABC):
         self.updates += 1
         losses = {"critic": critic_loss.detach(), "q_mean": q.detach().mean()}
         if self.updates % cfg.policy_delay == 0:
-            losses.update(self.actor_loss(b["x"], b["xc"]))
+            losses.update(self.actor_loss(b))
             polyak(self.critic_target, self.critic, cfg.tau)
             self.after_actor_update()
         return losses
@@ -106,12 +106,22 @@ class TD3Agent(Agent):
         noise = (self.cfg.policy_noise * torch.randn_like(a)).clamp(-self.cfg.noise_clip, self.cfg.noise_clip)
         return (a + noise).clamp(-1.0, 1.0), torch.zeros((), device=a.device)
 
-    def actor_loss(self, x: torch.Tensor, xc: torch.Tensor) -> dict[str, torch.Tensor]:
-        loss = -self.critic(xc, self.actor.mlp(x))[0].mean()
+    def actor_loss(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        a = self.actor.mlp(b["x"])
+        q = self.critic(b["xc"], a)[0]
+        out = {}
+        if self.cfg.bc_weight > 0 and bool(b["prior"].any()):
+            # TD3+BC: Q scaled by its own magnitude, so bc_weight means the same whatever the reward's scale
+            prior = b["prior"]
+            bc = (a[prior] - b["actions"][prior]).pow(2).mean()  # per action element, as TD3+BC writes it
+            loss = -q.mean() / q.abs().mean().detach().clamp(min=1e-6) + self.cfg.bc_weight * bc
+            out["bc"] = bc.detach()
+        else:
+            loss = -q.mean()
         self.actor_opt.zero_grad(set_to_none=True)
         loss.backward()
         self.actor_opt.step()
-        return {"actor": loss.detach()}
+        return {"actor": loss.detach(), **out}
 
     def after_actor_update(self) -> None:
         polyak(self.actor_target, self.actor, self.cfg.tau)
@@ -145,9 +155,9 @@ class SACAgent(Agent):
         a, logp = self.actor.sample(x_next)
         return a, self.alpha * logp
 
-    def actor_loss(self, x: torch.Tensor, xc: torch.Tensor) -> dict[str, torch.Tensor]:
-        a, logp = self.actor.sample(x)
-        q = self.critic(xc, a).min(0).values
+    def actor_loss(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        a, logp = self.actor.sample(b["x"])
+        q = self.critic(b["xc"], a).min(0).values
         loss = (self.alpha * logp - q).mean()
         self.actor_opt.zero_grad(set_to_none=True)
         loss.backward()

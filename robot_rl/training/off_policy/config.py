@@ -53,6 +53,11 @@ class OffPolicyConfig:
     # symmetric sampling), the rest from the online replay
     prior_data: str | None = None
     prior_ratio: float = option(0.5, Range(0, 1, lo_open=True, hi_open=True))
+    # Offline pretraining, then online fine-tuning (TD3+BC, Fujimoto & Gu 2021): pretrain_updates updates on the
+    # prior data alone before the first env step; with bc_weight > 0 the actor's loss is
+    # -Q / mean|Q| + bc_weight * |pi(s) - a|^2 on the batch's prior transitions (TD3 only)
+    pretrain_updates: int = option(0, NONNEG_INT)
+    bc_weight: float = option(0.0, NONNEG)
     # TD3
     exploration_noise: float = option(0.1, NONNEG)  # std of the Gaussian added to the actor's action while collecting
     policy_noise: float = option(0.2, NONNEG)  # target policy smoothing
@@ -83,6 +88,11 @@ class OffPolicyConfig:
         for key in ("actor_hidden_dims", "critic_hidden_dims"):
             if not isinstance(getattr(self, key), (list, tuple)):
                 raise ValueError(f"algo.{key}={getattr(self, key)!r} is out of range: allowed a list of integers")
+        if (self.pretrain_updates or self.bc_weight) and not self.prior_data:
+            key = "pretrain_updates" if self.pretrain_updates else "bc_weight"
+            raise ValueError(f"algo.{key} learns from prior data: set algo.prior_data=<dataset>.npz")
+        if self.bc_weight and self.name != "td3":
+            raise ValueError(f"algo.bc_weight is TD3+BC's term: algo=td3, not algo={self.name}")
         if self.log_std_min >= self.log_std_max:
             raise ValueError(
                 f"algo.log_std_min={self.log_std_min!r} is out of range: allowed a number below algo.log_std_max "

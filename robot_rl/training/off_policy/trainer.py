@@ -101,15 +101,22 @@ class OffPolicyTrainer:
         xc = self.agent.critic.obs_normalizer(critic if critic is not None else policy)
         return x, xc
 
-    def _sample(self) -> dict[str, torch.Tensor]:
-        """A batch of n-step transitions; with prior data, prior_ratio of it from the prior ring (RLPD)."""
+    def _sample(self, offline: bool = False) -> dict[str, torch.Tensor]:
+        """A batch of n-step transitions; with prior data, prior_ratio of it from the prior ring (RLPD), all of it
+        when offline (pretraining). b["prior"] marks the prior rows."""
         cfg = self.cfg
         if self.prior is None:
-            return self.buffer.sample(cfg.batch_size, cfg.n_step, cfg.gamma)
+            b = self.buffer.sample(cfg.batch_size, cfg.n_step, cfg.gamma)
+            return b | {"prior": torch.zeros(cfg.batch_size, dtype=torch.bool, device=self.device)}
+        if offline:
+            b = self.prior.sample(cfg.batch_size, cfg.n_step, cfg.gamma)
+            return b | {"prior": torch.ones(cfg.batch_size, dtype=torch.bool, device=self.device)}
         n_prior = min(cfg.batch_size - 1, max(1, round(cfg.batch_size * cfg.prior_ratio)))
         online = self.buffer.sample(cfg.batch_size - n_prior, cfg.n_step, cfg.gamma)
         prior = self.prior.sample(n_prior, cfg.n_step, cfg.gamma)
-        return {k: torch.cat([online[k], prior[k]]) for k in online}
+        b = {k: torch.cat([online[k], prior[k]]) for k in online}
+        b["prior"] = torch.arange(cfg.batch_size, device=self.device) >= cfg.batch_size - n_prior
+        return b
 
     def _load_prior(self) -> None:
         """algo.prior_data as a second ring; the observation statistics start from it."""
@@ -122,13 +129,37 @@ class OffPolicyTrainer:
             self.agent.critic.obs_normalizer.update(d["critic_obs" if self.asymmetric else "obs"][rows].flatten(0, 1))
         tqdm.write(f"prior data: {len(self.prior):,} transitions from {self.cfg.prior_data}")
 
-    def _update(self) -> dict[str, torch.Tensor]:
-        b = self._sample()
+    def _update(self, offline: bool = False) -> dict[str, torch.Tensor]:
+        b = self._sample(offline)
         x, xc = self._normalized(b["obs"], b.get("critic_obs"))
         x_next, xc_next = self._normalized(b["next_obs"], b.get("next_critic_obs"))
         batch = {"x": x, "xc": xc, "x_next": x_next, "xc_next": xc_next}
-        batch.update(actions=b["actions"], returns=b["returns"], discount=b["discount"])
+        batch.update(actions=b["actions"], returns=b["returns"], discount=b["discount"], prior=b["prior"])
         return self.agent.update(batch)
+
+    def pretrain(self, progress: bool = True) -> None:
+        """algo.pretrain_updates updates on the prior data alone (offline), once per run: a resumed run that
+        has done them (agent.updates counts them) goes straight on online."""
+        todo = self.cfg.pretrain_updates - self.agent.updates if self.total_steps == 0 else 0
+        if todo <= 0:
+            return
+        t0 = time.perf_counter()
+        sim_threads = torch.get_num_threads()
+        torch.set_num_threads(self.update_threads)
+        losses: dict[str, list[torch.Tensor]] = {}
+        for _ in tqdm(range(todo), desc="pretrain", disable=not progress, unit="upd", dynamic_ncols=True):
+            for k, v in self._update(offline=True).items():
+                losses.setdefault(k, []).append(v)
+        torch.set_num_threads(sim_threads)
+        dt = time.perf_counter() - t0
+        self.train_time_s += dt
+        # where pretraining ended: the mean of each loss's last tenth
+        mean = {k: float(torch.stack(v[-max(1, len(v) // 10) :]).mean()) for k, v in losses.items()}
+        if self.writer is not None:
+            for k, v in mean.items():
+                self.writer.add_scalar(f"Pretrain/{k}", v, 0)
+        means = ", ".join(f"{k} {v:.4g}" for k, v in mean.items())
+        tqdm.write(f"pretrained offline: {todo:,} updates on the prior data in {dt:.1f} s (last tenth: {means})")
 
     def _observe(self, obs) -> tuple[torch.Tensor, torch.Tensor | None]:
         """An observation TensorDict on the learner's device; the running statistics take it."""
@@ -178,6 +209,9 @@ class OffPolicyTrainer:
             self.resume_note = self._restore_replay(self._pending_replay)
             self._pending_replay = None
             tqdm.write(self.resume_note)  # one line on resume: what came back of the replay ring
+        self.pretrain(progress)
+        if self.run_dir is not None and self.cfg.pretrain_updates and self.iteration == 0:
+            self.save(self.run_dir / "checkpoints" / "model_0.pt")  # the offline policy, before any env step
         obs = env.get_observations()
         episodes = EpisodeStats(env.num_envs)
         bar = tqdm(range(self.iteration, iterations), desc="train", disable=not progress, unit="it", dynamic_ncols=True)

@@ -6,10 +6,13 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
+from omegaconf import OmegaConf
 
 from robot_rl import commands
 from robot_rl.config import load_config
 from robot_rl.envs import make_env
+from robot_rl.training.off_policy.config import OffPolicyConfig
 from robot_rl.training.off_policy.prior_data import DatasetError, load_prior
 from robot_rl.training.off_policy.trainer import OffPolicyTrainer
 
@@ -55,8 +58,6 @@ def test_prior_data_fills_its_share_of_every_batch(dataset, tmp_path, fast_overr
         ["algo=td3", *fast_overrides, "algo.n_step=1", f"algo.prior_data={marked_path}", "algo.prior_ratio=0.25"]
     )
     env = make_env(cfg, final_observation=True)
-    from omegaconf import OmegaConf
-
     trainer = OffPolicyTrainer(env, OmegaConf.to_container(cfg.algo, resolve=True))
     trainer.learn(1, progress=False)  # loads the prior ring and collects online steps
     batch = trainer._sample()
@@ -77,3 +78,87 @@ def test_a_run_with_prior_data_trains_and_refuses_data_that_does_not_fit(dataset
     junk.write_bytes(b"not a zip")
     with pytest.raises(DatasetError, match="is not a prior-data file"):
         load_prior(junk, 25, None, 4, "cpu")
+
+
+def _actor_mse(trainer: OffPolicyTrainer, path) -> float:
+    with np.load(path, allow_pickle=False) as f:
+        obs, actions = (torch.from_numpy(f[k]).flatten(0, 1) for k in ("obs", "actions"))
+    actor = trainer.agent.actor
+    with torch.no_grad():
+        return float((actor.mlp(actor.obs_normalizer(obs)) - actions).pow(2).mean())
+
+
+def test_offline_pretraining_with_the_bc_term_imitates_the_data_and_is_not_repeated_on_resume(
+    dataset, tmp_path, fast_overrides
+):
+    path, _ = dataset
+    (run,) = commands.cmd_train(
+        [f"runs_root={tmp_path}", "run_name=td3bc", f"algo.prior_data={path}", "algo=td3", *fast_overrides,
+         "algo.pretrain_updates=300", "algo.bc_weight=10", "algo.policy_delay=1", "train.save_every=1"]
+    )  # fmt: skip
+    cfg = load_config([f"algo.prior_data={path}", "algo=td3", *fast_overrides, "algo.policy_delay=1"])
+    fresh = OffPolicyTrainer(make_env(cfg, final_observation=True), OmegaConf.to_container(cfg.algo, resolve=True))
+    fresh._load_prior()  # the same observation statistics as the run's start, untrained networks
+    pretrained = OffPolicyTrainer(make_env(cfg, final_observation=True), OmegaConf.to_container(cfg.algo))
+    pretrained.load(run / "checkpoints" / "model_0.pt")
+    assert pretrained.agent.updates == 300 and pretrained.total_steps == 0  # offline: no env step yet
+    # the behaviour-cloning term pulled the actor toward the recorded actions
+    assert _actor_mse(pretrained, path) < 0.5 * _actor_mse(fresh, path)
+    finished = OffPolicyTrainer(make_env(cfg, final_observation=True), OmegaConf.to_container(cfg.algo))
+    finished.load(run / "checkpoints" / "model_2.pt")
+    updates = finished.agent.updates
+    assert updates > 300
+    finished.cfg.pretrain_updates = 300
+    finished.pretrain(progress=False)  # a resumed run: online steps taken, nothing more offline
+    assert finished.agent.updates == updates
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["algo=td3", "algo.bc_weight=1"], "algo.bc_weight learns from prior data"),
+        (["algo=td3", "algo.pretrain_updates=10"], "algo.pretrain_updates learns from prior data"),
+        (["algo=sac", "algo.bc_weight=1", "algo.prior_data=x.npz"], "TD3\\+BC's term: algo=td3, not algo=sac"),
+    ],
+)
+def test_pretraining_options_without_prior_data_or_on_sac_are_refused(overrides, message):
+    cfg = load_config(overrides)
+    with pytest.raises(ValueError, match=message):
+        OffPolicyConfig.from_dict(OmegaConf.to_container(cfg.algo, resolve=True))
+
+
+def test_plan_demonstrations_are_the_actions_the_env_took_labelled_with_the_runs_keypoint_reward(
+    tmp_path, fast_overrides
+):
+    """collect policy=plan records what the plan controller applied: the same controller from the same seed steps
+    a plain env of the run (no plan) in lock step with its applied actions, and that env's observations, keypoint
+    rewards and ends are the dataset's; the controller picks and places most blocks. (The dataset's float32 actions
+    alone do not replay the episode: a 1e-8 rounding grows to 1e-3 rad/s in the joints within 15 steps.)"""
+    from robot_rl.commands.collect import plan_demonstrator
+    from robot_rl.commands.common import run_config
+    from robot_rl.commands.train import attach_guidance
+
+    (run,) = commands.cmd_train(
+        [f"runs_root={tmp_path}", "run_name=kp", "task=arm_pick_place", "task.action_mode=ee_position",
+         "task.params.layouts=2", "guidance=keypoint", "algo=td3", *fast_overrides, "task.num_worlds=8",
+         "train.iterations=1"]
+    )  # fmt: skip
+    meta = commands.cmd_collect([f"run={run}", "policy=plan", "episodes=8", f"out={tmp_path / 'demos'}"])
+    assert meta["source"]["policy"] == "plan" and meta["action_mode"] == "ee_position" and meta["num_actions"] == 4
+    assert meta["episodes"]["finished"] == 8 and meta["episodes"]["successful"] >= 6  # the plan alone: 0.988
+    with np.load(tmp_path / "demos.npz", allow_pickle=False) as f:
+        d = {k: f[k] for k in f.files}
+    cfg = run_config(run, [])
+    controlled, plain = (make_env(cfg, num_worlds=8, seed=meta["seed"], final_observation=True) for _ in range(2))
+    for env in (controlled, plain):  # as collect does (building the guides resets the worlds)
+        attach_guidance(cfg, env, None)
+    plan = plan_demonstrator(controlled)
+    for t in range(d["rewards"].shape[0]):
+        obs = plain.get_observations()["policy"]
+        assert torch.equal(obs, controlled.get_observations()["policy"])
+        np.testing.assert_allclose(d["obs"][t], obs.numpy(), rtol=1e-6, atol=1e-6)
+        plan.step(torch.zeros(8, plan.num_actions))
+        np.testing.assert_allclose(d["actions"][t], plan.last_action.numpy(), rtol=1e-6, atol=1e-7)
+        _, rewards, dones, _ = plain.step(plan.last_action)
+        np.testing.assert_allclose(d["rewards"][t], rewards.numpy(), rtol=1e-5, atol=1e-6)
+        assert (dones.numpy() == d["done"][t]).all()
