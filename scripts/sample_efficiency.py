@@ -136,7 +136,7 @@ def run_one(out: Path, task: str, variant: str, seed: int, args) -> list[dict]:
             commands.cmd_train([f"resume={run}", f"train.iterations={iterations}", "resume_finished=true"])
         # else: interrupted after training this chunk but before its evaluation was recorded
         if not curve and (run / "checkpoints" / "model_0.pt").exists():  # pretrained offline: 0 online steps
-            curve.append(evaluate_point(run, 0, args) | {"env_steps": 0})
+            curve.append(evaluate_point(run, 0, args))
         curve.append(evaluate_point(run, iterations, args))
         write_json_atomic(curve_path, curve)
         print(f"[{variant} seed {seed}] {iterations} iterations, {curve[-1]['env_steps']:,} steps: "
