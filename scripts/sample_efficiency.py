@@ -86,7 +86,8 @@ def make_demos(out: Path, task: str, variant: str, args) -> Path:
     common = [f"task={task}", f"task.num_worlds={args.worlds}", f"task.params.layouts={args.layouts}"]
     commands.cmd_train([*common, *VARIANTS[variant], *args.extra, "train.iterations=1", "train.progress=false",
                         f"runs_root={out / 'demos'}", f"run_name={variant}"])  # fmt: skip
-    commands.cmd_collect([f"run={source}", "policy=plan", f"episodes={args.demos}", f"out={path}"])
+    commands.cmd_collect([f"run={source}", "policy=plan", f"episodes={args.demos}", f"noise={args.demo_noise}",
+                          f"out={path}"])  # fmt: skip
     return path
 
 
@@ -214,6 +215,13 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="episodes of plan-controller demonstrations per variant "
         "(robot-rl collect policy=plan) given to the off-policy learner as algo.prior_data (0: none)",
+    )
+    p.add_argument(
+        "--demo-noise",
+        type=float,
+        default=0.0,
+        help="collect's noise= for the demonstrations: the plan controller's residual (x its residual_scale), "
+        "which widens the states the demonstrations visit (the recorded action is the one applied)",
     )
     p.add_argument(
         "--demo-overrides",

@@ -11,22 +11,26 @@ _MAX_DOMAIN = 101
 
 
 def pick_domain_id(salt: int | None = None) -> int:
-    """A domain id in 1..101 derived from the pytest worker and the process id."""
-    seed = (salt if salt is not None else os.getpid()) * 7 + _worker() * 13
-    return 1 + seed % _MAX_DOMAIN
+    """A domain id in 1..101 derived from the process id; under pytest-xdist each worker draws from its own
+    residue class (worker w of n: ids 1 + w + n*k), so graphs of two workers never share a domain."""
+    seed = salt if salt is not None else os.getpid()
+    worker, workers = _worker()
+    return 1 + worker + workers * (seed % (_MAX_DOMAIN // workers))
 
 
 _graphs = itertools.count(1)
 
 
 def next_domain_id() -> int:
-    """A domain id for one more graph of this process: each graph gets its own (until 100 graphs), none the
+    """A domain id for one more graph of this process: each graph gets its own (until 101 // workers graphs), none the
     process's own `pick_domain_id()`, so a node that outlives its graph cannot talk into the next one."""
     return pick_domain_id(os.getpid() + next(_graphs))
 
 
-def _worker() -> int:
-    return int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").lstrip("gw") or "0")
+def _worker() -> tuple[int, int]:
+    """(this pytest-xdist worker's index, the number of workers); (0, 1) outside xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or "0"
+    return int(worker), max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 
 def local_dds_env(domain_id: int | None = None, base: dict | None = None) -> dict[str, str]:

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 pytest.importorskip("rclpy")
+# reaction times bounded in milliseconds: make test runs these after the others, with no test beside them
+pytestmark = pytest.mark.timing
 
 from conftest import DOMAIN_ID  # noqa: E402
 from harness import Harness  # noqa: E402

