@@ -44,6 +44,7 @@ VERBS = {
             ("resume_finished=true", "with resume=: train a finished run further"),
             ("init_from=DIR|FILE", "a new run from a checkpoint's weights and optimizer; trains train.iterations more"),
             ("logger=wandb", "also a Weights & Biases run in offline mode under <run>/wandb (no network)"),
+            ("hydra/launcher=NAME", "with -m: the sweep's Hydra launcher (basic, joblib, ray, submitit_slurm, ...)"),
         ),
         TRAINING,
         True,

@@ -8,6 +8,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from robot_rl.commands.common import index_run, run_config, seed_everything, start_run
+from robot_rl.commands.sweep import is_hydra_override, job_config, launcher_name, run_sweep
 from robot_rl.config import ConfigError, expand_sweep, load_config
 from robot_rl.envs import make_env
 from robot_rl.store.run_status import true_status
@@ -18,10 +19,20 @@ from robot_rl.training.run_dir import new_run_name, now_iso, read_meta, update_m
 def cmd_train(args: list[str]) -> list[Path]:
     multirun = "-m" in args or "--multirun" in args
     args = [a for a in args if a not in ("-m", "--multirun")]
+    if multirun and launcher_name(args) is not None:  # the sweep goes to a Hydra launcher
+        return run_sweep(args, train_job)
+    for a in filter(is_hydra_override, args):
+        raise ConfigError(f"{a}: Hydra's settings apply to a launched sweep (-m ... hydra/launcher=<name>)")
     sweeps = expand_sweep(args) if multirun else [args]
     for overrides in sweeps:  # validate every combination before spending time on any
         load_config(overrides)
     return [train_one(load_config(o), o) for o in sweeps]
+
+
+def train_job(cfg: DictConfig) -> str:
+    """One job of a sweep that a Hydra launcher runs (robot_rl.commands.sweep): the run it trained."""
+    ours, overrides = job_config()
+    return str(train_one(ours, overrides))
 
 
 def _dagger_warm_start(trainer, cfg: DictConfig, run_dir: Path) -> None:
@@ -105,13 +116,50 @@ def attach_guidance(cfg: DictConfig, env, run_dir: Path | None) -> str:
     return label
 
 
+def torchrun_ranks(cfg: DictConfig):
+    """This process's ranks when torchrun started it (distributed.Ranks() otherwise), refusing what a run across
+    ranks does not do yet, before any process group or run directory exists."""
+    from robot_rl.training.distributed import ranks_from_env
+
+    try:
+        ranks = ranks_from_env()
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if ranks.distributed:
+        refused = {
+            "resume=": bool(cfg.resume),  # each rank's RNG streams would have to be saved and restored
+            "init_from=": bool(cfg.get("init_from")),
+            "train.warm_start=dagger": cfg.train.warm_start == "dagger",
+            f"algo={cfg.algo.name}": cfg.algo.name not in ("ppo", "ppo_swarm"),
+        }
+        for what, asked in refused.items():
+            if asked:
+                raise ConfigError(f"{what} is not available in a torchrun run (WORLD_SIZE={ranks.world_size}) yet")
+    return ranks
+
+
 def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
-    """overrides: the command line's, so that resume= says what it applies and what it ignores."""
-    from robot_rl.training.learners import check_algo, make_trainer, needs_final_observation
+    """overrides: the command line's, so that resume= says what it applies and what it ignores. Under torchrun
+    (WORLD_SIZE > 1) every rank trains one PPO run together (robot_rl.training.distributed); rank 0 writes it."""
+    from robot_rl.training import distributed
+    from robot_rl.training.learners import check_algo
+
+    check_algo(OmegaConf.to_container(cfg.algo, resolve=True))
+    ranks = torchrun_ranks(cfg)
+    distributed.start(ranks)
+    try:
+        return _train_one(cfg, list(overrides), ranks)
+    finally:
+        distributed.stop()
+
+
+def _train_one(cfg: DictConfig, overrides: list[str], ranks) -> Path:
+    from robot_rl.training import distributed
+    from robot_rl.training.learners import make_trainer, needs_final_observation
     from robot_rl.training.resume import resume_config
     from robot_rl.training.scalar_log import open_scalar_log
 
-    check_algo(OmegaConf.to_container(cfg.algo, resolve=True))
+    main = ranks.is_main
     t_setup = time.perf_counter()
     resuming = bool(cfg.resume)
     if resuming:
@@ -126,6 +174,8 @@ def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
         # refuses an edited task config; train.iterations / save_every / progress apply, other overrides do not
         for line in resume_config(cfg, given, list(overrides), checkpoint, run_dir / "config.yaml"):
             print(line)
+    elif not main:  # rank 0 names and writes the run directory
+        run_dir, checkpoint = Path(distributed.share_from_main(None)), None
     else:
         name = cfg.run_name or new_run_name(cfg.task.name, cfg.algo.name, int(cfg.seed), Path(cfg.runs_root))
         run_dir = Path(cfg.runs_root) / name
@@ -143,20 +193,25 @@ def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
             reward=reward_name(cfg),
             guidance=guidance_name(cfg),
             **({"init_from": str(checkpoint)} if checkpoint else {}),
+            **({"ranks": ranks.world_size} if ranks.distributed else {}),
         )
-    seed_everything(int(cfg.seed))
-    env = make_env(cfg, final_observation=needs_final_observation(cfg.algo.name))
-    used = attach_guidance(cfg, env, run_dir)
-    if used != read_meta(run_dir).get("guidance"):  # what was used, not what was asked for
+        if ranks.distributed:
+            distributed.share_from_main(str(run_dir))
+    seed = int(cfg.seed) + ranks.rank  # each rank its own worlds and noise; the networks come from rank 0
+    seed_everything(seed)
+    env = make_env(cfg, seed=seed, final_observation=needs_final_observation(cfg.algo.name))
+    used = attach_guidance(cfg, env, run_dir if main else None)
+    if main and used != read_meta(run_dir).get("guidance"):  # what was used, not what was asked for
         update_meta(run_dir, guidance=used)
     env.stagger_episodes()
-    writer = open_scalar_log(run_dir, str(cfg.logger), OmegaConf.to_container(cfg, resolve=True))
+    writer = open_scalar_log(run_dir, str(cfg.logger), OmegaConf.to_container(cfg, resolve=True)) if main else None
     trainer = make_trainer(
         env,
         OmegaConf.to_container(cfg.algo, resolve=True),
-        run_dir=run_dir,
+        run_dir=run_dir if main else None,
         writer=writer,
         config_hash=task_config_hash(cfg.task),
+        ranks=ranks,
     )
     if checkpoint is not None:
         trainer.load(checkpoint, fine_tune=not resuming)
@@ -170,20 +225,29 @@ def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
     warm = cfg.train.warm_start == "dagger" and checkpoint is None  # a resumed run was warm-started already
     if int(cfg.train.iterations) == 0 and not (warm or resuming):
         raise ConfigError("train.iterations=0 trains nothing; it is allowed only with train.warm_start=dagger")
-    print(f"run: {run_dir}  ({worlds} worlds, {int(cfg.train.iterations)} iterations)")
+    if main:
+        per_rank = f" per rank, {ranks.world_size} ranks" if ranks.distributed else ""
+        print(f"run: {run_dir}  ({worlds} worlds{per_rank}, {int(cfg.train.iterations)} iterations)")
     try:
         if warm:
             _dagger_warm_start(trainer, cfg, run_dir)
         result = trainer.learn(
-            int(cfg.train.iterations), save_every=int(cfg.train.save_every), progress=bool(cfg.train.progress)
+            int(cfg.train.iterations),
+            save_every=int(cfg.train.save_every),
+            progress=bool(cfg.train.progress) and main,
         )
     except BaseException as e:
         status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
-        update_meta(run_dir, status=status, finished_at=now_iso(), error=" ".join(str(e).split()) or type(e).__name__)
+        if main:
+            error = " ".join(str(e).split()) or type(e).__name__
+            update_meta(run_dir, status=status, finished_at=now_iso(), error=error)
         raise
     finally:
-        writer.close()
-        env.save_guidance(run_dir / "guidance")  # plan, option choices, verification statistics (planned exploration)
+        if main:
+            writer.close()
+            env.save_guidance(run_dir / "guidance")  # plan, option choices, verification statistics (planned expl.)
+    if not main:
+        return run_dir
     update_meta(
         run_dir,
         status="finished",

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from robot_rl.config import ConfigError
+
+if TYPE_CHECKING:
+    from robot_rl.training.distributed import Ranks
 
 OFF_POLICY = ("td3", "sac")
 
@@ -25,9 +29,19 @@ def check_algo(algo: dict) -> None:
             raise ConfigError(str(e)) from None
 
 
-def make_trainer(env, algo: dict, run_dir: Path | None = None, writer=None, config_hash: str | None = None):
-    """A PPOTrainer or OffPolicyTrainer for this algo section; a bad off-policy key or value is a ConfigError."""
+def make_trainer(
+    env,
+    algo: dict,
+    run_dir: Path | None = None,
+    writer=None,
+    config_hash: str | None = None,
+    ranks: Ranks | None = None,
+):
+    """A PPOTrainer or OffPolicyTrainer for this algo section; a bad off-policy key or value is a ConfigError.
+    ranks: a torchrun run's (robot_rl.training.distributed); PPO alone trains across ranks."""
     if str(algo.get("name")) in OFF_POLICY:
+        if ranks is not None and ranks.distributed:
+            raise ConfigError(f"algo={algo.get('name')} trains in one process; torchrun runs PPO (algo=ppo)")
         from robot_rl.training.off_policy.trainer import OffPolicyTrainer
 
         try:
@@ -36,4 +50,4 @@ def make_trainer(env, algo: dict, run_dir: Path | None = None, writer=None, conf
             raise ConfigError(str(e)) from None
     from robot_rl.training.ppo_trainer import PPOTrainer
 
-    return PPOTrainer(env, algo, run_dir=run_dir, writer=writer, config_hash=config_hash)
+    return PPOTrainer(env, algo, run_dir=run_dir, writer=writer, config_hash=config_hash, ranks=ranks)

@@ -30,6 +30,7 @@ from robot_rl.training.checkpoint import (
     save_atomic,
     task_record,
 )
+from robot_rl.training.distributed import Ranks, check_in_sync
 from robot_rl.training.episode_stats import EpisodeStats, checkpoint_due, learn_result, write_iteration_scalars
 from sim.tasks.base import Task
 
@@ -117,14 +118,26 @@ def restore_guidance(env, checkpoint: dict) -> None:
 
 
 class PPOTrainer:
-    def __init__(self, env, algo: dict, run_dir: Path | None = None, writer=None, config_hash: str | None = None):
+    def __init__(
+        self,
+        env,
+        algo: dict,
+        run_dir: Path | None = None,
+        writer=None,
+        config_hash: str | None = None,
+        ranks: Ranks | None = None,
+    ):
         """config_hash: checkpoint.task_config_hash of the run's task section, recorded in every checkpoint so
-        that resume can tell an edited config.yaml."""
+        that resume can tell an edited config.yaml. ranks: this process's place in a torchrun run
+        (robot_rl.training.distributed; its process group started): gradients and normalizer statistics are
+        averaged over the ranks, and the ranks' networks start equal and are checked equal after every update."""
         self.env = env
+        self.ranks = ranks or Ranks()
         # what checkpoints record, and what a checkpoint loaded into this trainer must match (task, robot, layout)
         self.record = task_record(env.task, config_hash)
         self.algo_cfg = dict(algo)
         self.cfg = rsl_rl_config(algo, env.task)
+        self.cfg["multi_gpu"] = self.ranks.rsl_rl_config()
         self.run_dir = Path(run_dir) if run_dir else None
         self.writer = writer
         # rsl_rl prints its observation groups and both networks: kept for the run's model.txt, not the terminal
@@ -136,15 +149,22 @@ class PPOTrainer:
         if os.environ.get("ROBOT_RL_VERBOSE"):
             print(self.model_summary, end="")
         self._shrink_output_layer()
+        if self.ranks.distributed:
+            self.alg.broadcast_parameters()  # rank 0's initial networks on every rank
+            check_in_sync([self.alg.actor, self.alg.critic], "the initial broadcast")
         env.value_fn = self.alg.critic  # planned exploration chooses options by the critic's values
         self.iteration = 0  # iterations completed
         self.total_steps = 0
         self.train_time_s = 0.0
-        self.update_threads = int(algo.get("update_threads") or max(1, os.cpu_count() or 1))  # default: all cores
+        # default: all cores, shared among the ranks of a run on one machine
+        cores = max(1, (os.cpu_count() or 1) // self.ranks.world_size)
+        self.update_threads = int(algo.get("update_threads") or cores)
         # env steps count simulated worlds: a per-drone env (robot_rl.envs.PerDroneEnv) has N environments per world
         self.worlds = env.num_worlds
         self.anchor_coef = float(algo.get("anchor_coef") or 0.0)
         self.anchor = self._load_anchor(algo.get("anchor")) if self.anchor_coef > 0 else None
+        if self.anchor is not None and self.ranks.distributed:
+            raise ConfigError("algo.anchor_coef: the anchor's update is not averaged over torchrun's ranks yet")
 
     def _load_anchor(self, path) -> torch.nn.Module:
         """A frozen copy of the actor with another checkpoint's weights (e.g. an imitation warm start): fine-tuning
@@ -255,9 +275,10 @@ class PPOTrainer:
             if self.anchor is not None:
                 losses["anchor"] = self._anchor_update()
             torch.set_num_threads(rollout_threads)
+            check_in_sync([alg.actor, alg.critic], f"update {it + 1}")
             dt = time.perf_counter() - t0
             self.iteration = it + 1
-            self.total_steps += steps_per_iter * self.worlds
+            self.total_steps += steps_per_iter * self.worlds * self.ranks.world_size
             self.train_time_s += dt
             mean_ret, succ = episodes.mean_return, episodes.success_rate
             bar.set_postfix(

@@ -1,0 +1,104 @@
+"""One PPO run across processes started by `torchrun` (rsl_rl's multi-GPU mode, also on CPU with gloo).
+
+torchrun starts one process per rank and sets RANK, LOCAL_RANK and WORLD_SIZE. Every rank steps its own worlds
+(seed + rank), rsl_rl's PPO averages the gradients and the observation-normalizer statistics over the ranks, and
+rank 0 alone writes the run directory (config, meta, checkpoints, TensorBoard). After every update the ranks
+compare their parameters: a rank that has drifted ends the run with an error instead of training
+on quietly with different networks.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Ranks:
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    def rsl_rl_config(self) -> dict | None:
+        """rsl_rl's `multi_gpu` section: None for one process."""
+        if not self.distributed:
+            return None
+        return {"global_rank": self.rank, "local_rank": self.local_rank, "world_size": self.world_size}
+
+
+def ranks_from_env(environ: dict | None = None) -> Ranks:
+    """The ranks torchrun set (one process without them); inconsistent values are a ValueError."""
+    env = os.environ if environ is None else environ
+    try:
+        world = int(env.get("WORLD_SIZE", "1"))
+        rank = int(env.get("RANK", "0"))
+        local = int(env.get("LOCAL_RANK", str(rank)))
+    except ValueError as e:
+        raise ValueError(f"torchrun's RANK, LOCAL_RANK and WORLD_SIZE must be integers: {e}") from None
+    if world < 1 or not 0 <= rank < world or not 0 <= local < world:
+        raise ValueError(f"RANK={rank}, LOCAL_RANK={local} do not fit WORLD_SIZE={world}")
+    return Ranks(rank, local, world)
+
+
+def start(ranks: Ranks, device: str = "cpu") -> None:
+    """Join the process group torchrun describes (MASTER_ADDR/MASTER_PORT): NCCL for CUDA, gloo otherwise."""
+    if ranks.distributed and not dist.is_initialized():
+        backend = "nccl" if str(device).startswith("cuda") else "gloo"
+        dist.init_process_group(backend=backend, rank=ranks.rank, world_size=ranks.world_size)
+
+
+def stop() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def share_from_main(value: str | None) -> str:
+    """Rank 0's value on every rank (the run directory's path)."""
+    box = [value]
+    if dist.is_initialized():
+        dist.broadcast_object_list(box, src=0)
+    return str(box[0])
+
+
+def flat_state(modules: list[torch.nn.Module]) -> torch.Tensor:
+    """Every floating-point parameter and buffer of the modules in one float64 vector (exact for float32)."""
+    parts = [
+        t.detach().reshape(-1).to("cpu", torch.float64)
+        for m in modules
+        for t in m.state_dict().values()
+        if t.is_floating_point()
+    ]
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
+
+
+def check_in_sync(modules: list[torch.nn.Module], what: str) -> None:
+    """Raise on every rank unless all ranks hold bitwise-equal parameters and buffers (a no-op in one process).
+    The networks of a PPO run are small (10^4-10^5 values): comparing them whole costs less than a rollout step."""
+    if not dist.is_initialized():
+        return
+    mine = flat_state(modules)
+    gathered = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, mine)
+    differ = [r for r, theirs in enumerate(gathered) if not torch.equal(theirs, gathered[0])]
+    if differ:
+        worst = max(float((gathered[r] - gathered[0]).abs().max()) for r in differ)
+        raise RuntimeError(
+            f"the ranks' networks differ after {what}: ranks {differ} from rank 0 (largest difference {worst:.3g})"
+        )
+
+
+def main_only_path(ranks: Ranks, path: Path | None) -> Path | None:
+    """path on rank 0, None elsewhere: the other ranks write nothing."""
+    return path if ranks.is_main else None

@@ -1,0 +1,101 @@
+"""One PPO run across 2 processes started by torchrun, on CPU with gloo (robot_rl.training.distributed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from robot_rl import commands
+from robot_rl.config import ConfigError
+from robot_rl.training.checkpoint import load_checkpoint
+from robot_rl.training.distributed import Ranks, ranks_from_env
+
+
+def torchrun(args: list[str], cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+    """python -m torch.distributed.run --standalone --nproc_per_node 2 <args> (the rendezvous on localhost)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *args]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_two_ranks_train_one_run_that_rank_0_writes(tmp_path):
+    res = torchrun(
+        ["-m", "robot_rl.cli", "train", f"runs_root={tmp_path}", "run_name=ddp", "task.num_worlds=32",
+         "train.iterations=3", "train.progress=false", "algo.num_steps_per_env=8"],
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == ["ddp"]  # one run directory, rank 0's
+    assert res.stdout.count("run: ") == 1 and "32 worlds per rank, 2 ranks" in res.stdout, res.stdout
+    meta = json.loads((tmp_path / "ddp" / "meta.json").read_text())
+    assert meta["status"] == "finished" and meta["ranks"] == 2
+    assert meta["total_steps"] == 2 * 32 * 8 * 3  # both ranks' worlds count
+    ckpt = load_checkpoint(tmp_path / "ddp" / "checkpoints" / "model_3.pt")
+    assert ckpt["iteration"] == 3 and ckpt["total_steps"] == 2 * 32 * 8 * 3
+    # every update ended with the ranks' networks compared bitwise (check_in_sync raises otherwise, and the run
+    # fails): the normalizer statistics and the gradients were averaged, the initial networks broadcast
+
+
+@pytest.mark.slow
+def test_the_sync_check_names_a_rank_whose_networks_drifted(tmp_path):
+    """The check the run relies on fails when one value of one rank differs by one float32 step."""
+    script = tmp_path / "drift.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from robot_rl.training import distributed
+
+            ranks = distributed.ranks_from_env()
+            distributed.start(ranks)
+            torch.manual_seed(0)
+            net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.LayerNorm(8))
+            distributed.check_in_sync([net], "the start")  # equal: no error
+            if ranks.rank == 1:
+                with torch.no_grad():
+                    w = net[0].weight
+                    w[2, 3] = torch.nextafter(w[2, 3], torch.tensor(1.0))
+            try:
+                distributed.check_in_sync([net], "the nudge")
+                print(f"rank {ranks.rank}: in sync")
+            except RuntimeError as e:
+                print(f"rank {ranks.rank}: {e}")
+            distributed.stop()
+            """
+        )
+    )
+    res = torchrun([str(script)], cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = [line for line in res.stdout.splitlines() if line.startswith("rank ")]
+    assert len(lines) == 2, res.stdout
+    for line in lines:  # every rank learns it, so none waits forever at the next collective
+        assert "the ranks' networks differ after the nudge: ranks [1] from rank 0" in line, line
+
+
+def test_ranks_come_from_torchruns_variables():
+    assert ranks_from_env({}) == Ranks(0, 0, 1) and not Ranks().distributed
+    ranks = ranks_from_env({"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1"})
+    assert ranks.distributed and not ranks.is_main
+    assert ranks.rsl_rl_config() == {"global_rank": 3, "local_rank": 1, "world_size": 4}
+    for bad in ({"WORLD_SIZE": "2", "RANK": "2"}, {"WORLD_SIZE": "two"}, {"WORLD_SIZE": "0"}):
+        with pytest.raises(ValueError):
+            ranks_from_env(bad)
+
+
+@pytest.mark.parametrize(
+    "override, named",
+    [("algo=td3", "algo=td3"), ("train.warm_start=dagger", "train.warm_start=dagger"), ("resume=x", "resume=")],
+)
+def test_what_a_torchrun_run_cannot_do_is_refused_before_anything_starts(tmp_path, monkeypatch, override, named):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(ConfigError, match=f"{named}.* torchrun run"):
+        commands.cmd_train([f"runs_root={tmp_path}", "run_name=r", override])
+    assert not (tmp_path / "r").exists()
