@@ -130,7 +130,6 @@ def torchrun_ranks(cfg: DictConfig):
             "resume=": bool(cfg.resume),  # each rank's RNG streams would have to be saved and restored
             "init_from=": bool(cfg.get("init_from")),
             "train.warm_start=dagger": cfg.train.warm_start == "dagger",
-            f"algo={cfg.algo.name}": cfg.algo.name not in ("ppo", "ppo_swarm"),
         }
         for what, asked in refused.items():
             if asked:

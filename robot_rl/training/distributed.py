@@ -1,10 +1,11 @@
-"""One PPO run across processes started by `torchrun` (rsl_rl's multi-GPU mode, also on CPU with gloo).
+"""One training run across processes started by `torchrun` (gloo on the CPU; start() picks NCCL for CUDA devices).
 
 torchrun starts one process per rank and sets RANK, LOCAL_RANK and WORLD_SIZE. Every rank steps its own worlds
-(seed + rank), rsl_rl's PPO averages the gradients and the observation-normalizer statistics over the ranks, and
-rank 0 alone writes the run directory (config, meta, checkpoints, TensorBoard). After every update the ranks
-compare their parameters: a rank that has drifted ends the run with an error instead of training
-on quietly with different networks.
+(seed + rank) and fills its own buffers. The gradients (rsl_rl's multi-GPU mode for PPO; average_gradients before
+each optimizer step for TD3/SAC) and the observation-normalizer statistics (rsl_rl's EmpiricalNormalization, which
+both use) are averaged over the ranks; rank 0 alone writes the run directory (config, meta, checkpoints,
+TensorBoard). After every update (PPO) or iteration (TD3/SAC) the ranks compare their networks: a rank that has
+drifted ends the run with an error instead of training on quietly with different networks.
 """
 
 from __future__ import annotations
@@ -70,6 +71,29 @@ def share_from_main(value: str | None) -> str:
     if dist.is_initialized():
         dist.broadcast_object_list(box, src=0)
     return str(box[0])
+
+
+def broadcast_from_main(modules: list[torch.nn.Module]) -> None:
+    """Rank 0's parameters and buffers in these modules on every rank (a no-op in one process)."""
+    if dist.is_initialized():
+        for m in modules:
+            for t in m.state_dict().values():
+                dist.broadcast(t, src=0)
+
+
+def average_gradients(params) -> None:
+    """Each parameter's gradient replaced by its mean over the ranks, in one all-reduce (a no-op in one process).
+    A parameter without a gradient on this rank counts as a zero gradient, so every rank reduces the same vector."""
+    if not dist.is_initialized():
+        return
+    params = list(params)
+    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+    dist.all_reduce(flat)
+    flat /= dist.get_world_size()
+    offset = 0
+    for p in params:
+        p.grad = flat[offset : offset + p.numel()].view_as(p).clone()
+        offset += p.numel()
 
 
 def flat_state(modules: list[torch.nn.Module]) -> torch.Tensor:

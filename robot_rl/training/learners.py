@@ -38,14 +38,12 @@ def make_trainer(
     ranks: Ranks | None = None,
 ):
     """A PPOTrainer or OffPolicyTrainer for this algo section; a bad off-policy key or value is a ConfigError.
-    ranks: a torchrun run's (robot_rl.training.distributed); PPO alone trains across ranks."""
+    ranks: a torchrun run's (robot_rl.training.distributed)."""
     if str(algo.get("name")) in OFF_POLICY:
-        if ranks is not None and ranks.distributed:
-            raise ConfigError(f"algo={algo.get('name')} trains in one process; torchrun runs PPO (algo=ppo)")
         from robot_rl.training.off_policy.trainer import OffPolicyTrainer
 
         try:
-            return OffPolicyTrainer(env, algo, run_dir=run_dir, writer=writer, config_hash=config_hash)
+            return OffPolicyTrainer(env, algo, run_dir=run_dir, writer=writer, config_hash=config_hash, ranks=ranks)
         except ValueError as e:
             raise ConfigError(str(e)) from None
     from robot_rl.training.ppo_trainer import PPOTrainer

@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 import torch
 from torch import nn
 
+from robot_rl.training.distributed import average_gradients
 from robot_rl.training.off_policy.config import OffPolicyConfig
 from robot_rl.training.off_policy.networks import Actor, GaussianActor, TwinCritic
 
@@ -75,6 +76,7 @@ class Agent(nn.Module, ABC):
         critic_loss = (q - target).pow(2).mean(1).sum()
         self.critic_opt.zero_grad(set_to_none=True)
         critic_loss.backward()
+        average_gradients(self.critic.parameters())  # over torchrun's ranks; nothing in one process
         self.critic_opt.step()
         self.updates += 1
         losses = {"critic": critic_loss.detach(), "q_mean": q.detach().mean()}
@@ -120,6 +122,7 @@ class TD3Agent(Agent):
             loss = -q.mean()
         self.actor_opt.zero_grad(set_to_none=True)
         loss.backward()
+        average_gradients(self.actor.parameters())
         self.actor_opt.step()
         return {"actor": loss.detach(), **out}
 
@@ -161,12 +164,14 @@ class SACAgent(Agent):
         loss = (self.alpha * logp - q).mean()
         self.actor_opt.zero_grad(set_to_none=True)
         loss.backward()
+        average_gradients(self.actor.parameters())
         self.actor_opt.step()
         out = {"actor": loss.detach(), "entropy": -logp.detach().mean()}
         if self.cfg.learn_alpha:
             alpha_loss = -(self.log_alpha.exp() * (logp.detach() + self.target_entropy)).mean()
             self.alpha_opt.zero_grad(set_to_none=True)
             alpha_loss.backward()
+            average_gradients([self.log_alpha])
             self.alpha_opt.step()
             out["alpha"] = alpha_loss.detach()
         return out

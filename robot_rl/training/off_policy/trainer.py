@@ -36,6 +36,7 @@ from robot_rl.training.checkpoint import (
     save_atomic,
     task_record,
 )
+from robot_rl.training.distributed import Ranks, broadcast_from_main, check_in_sync
 from robot_rl.training.episode_stats import EpisodeStats, checkpoint_due, learn_result, write_iteration_scalars
 from robot_rl.training.off_policy.agents import Agent, make_agent
 from robot_rl.training.off_policy.config import OffPolicyConfig
@@ -60,8 +61,17 @@ def next_observations(next_obs, dones: torch.Tensor, extras: dict, groups: tuple
 
 
 class OffPolicyTrainer:
-    def __init__(self, env, algo: dict, run_dir: Path | None = None, writer=None, config_hash: str | None = None):
-        """algo: the algo section (td3 or sac); bad keys or values raise ValueError naming the key."""
+    def __init__(
+        self,
+        env,
+        algo: dict,
+        run_dir: Path | None = None,
+        writer=None,
+        config_hash: str | None = None,
+        ranks: Ranks | None = None,
+    ):
+        """algo: the algo section (td3 or sac); bad keys or values raise ValueError naming the key. ranks: this
+        process's place in a torchrun run (robot_rl.training.distributed; its process group started)."""
         self.cfg = cfg = OffPolicyConfig.from_dict(algo)
         self.algo_cfg = dict(algo)
         if not env.gives_final_observation:
@@ -80,6 +90,10 @@ class OffPolicyTrainer:
         obs_dim = obs["policy"].shape[1]
         critic_dim = obs["critic"].shape[1] if self.asymmetric else obs_dim
         self.agent: Agent = make_agent(cfg, obs_dim, critic_dim, env.num_actions).to(self.device)
+        self.ranks = ranks or Ranks()
+        if self.ranks.distributed:  # rank 0's networks everywhere; each rank keeps its own replay
+            broadcast_from_main([self.agent])
+            check_in_sync([self.agent], "the initial broadcast")
         self.dims = (obs_dim, critic_dim)
         self.buffer: ReplayBuffer | None = None  # allocated when training starts (evaluation needs none)
         self.prior: ReplayBuffer | None = None  # algo.prior_data, read when training starts
@@ -92,7 +106,8 @@ class OffPolicyTrainer:
         self.train_time_s = 0.0
         self.update_budget = 0.0  # fractional updates_per_step carried from step to step
         self.resume_note = ""  # what load() restored of the replay buffer, for the command to print
-        self.update_threads = int(cfg.update_threads or max(1, os.cpu_count() or 1))
+        cores = max(1, (os.cpu_count() or 1) // self.ranks.world_size)  # shared among a machine's ranks
+        self.update_threads = int(cfg.update_threads or cores)
         self.worlds = env.num_worlds
 
     # -- acting and learning ----------------------------------------------------------------------------------
@@ -238,10 +253,11 @@ class OffPolicyTrainer:
                 torch.set_num_threads(sim_threads)
                 learn_s += time.perf_counter() - t1
                 n_updates += n
+            check_in_sync([self.agent], f"iteration {it + 1}'s updates")
             dt = time.perf_counter() - t0
             steps = cfg.steps_per_iteration * self.worlds
             self.iteration = it + 1
-            self.total_steps += steps
+            self.total_steps += steps * self.ranks.world_size
             self.train_time_s += dt
             mean_ret, succ = episodes.mean_return, episodes.success_rate
             bar.set_postfix(ret=f"{mean_ret:.1f}", success=f"{succ:.2f}", sps=f"{steps / dt:.0f}")

@@ -44,6 +44,22 @@ def test_two_ranks_train_one_run_that_rank_0_writes(tmp_path):
 
 
 @pytest.mark.slow
+def test_two_ranks_train_one_td3_run(tmp_path):
+    """TD3 across ranks: each rank its own replay, the critic's and actor's gradients averaged before each step."""
+    fast = ["task.num_worlds=16", "train.iterations=2", "algo.steps_per_iteration=8", "algo.batch_size=128",
+            "algo.learning_starts=64", "algo.actor_hidden_dims=[32,32]", "algo.critic_hidden_dims=[32,32]",
+            "train.progress=false"]  # fmt: skip
+    res = torchrun(
+        ["-m", "robot_rl.cli", "train", f"runs_root={tmp_path}", "run_name=td3", "algo=td3", *fast], cwd=tmp_path
+    )
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    meta = json.loads((tmp_path / "td3" / "meta.json").read_text())
+    assert meta["status"] == "finished" and meta["ranks"] == 2 and meta["total_steps"] == 2 * 16 * 8 * 2
+    ckpt = load_checkpoint(tmp_path / "td3" / "checkpoints" / "model_2.pt")
+    assert ckpt["updates"] > 0  # updates ran, each ending in equal networks on both ranks (or the run fails)
+
+
+@pytest.mark.slow
 def test_the_sync_check_names_a_rank_whose_networks_drifted(tmp_path):
     """The check the run relies on fails when one value of one rank differs by one float32 step."""
     script = tmp_path / "drift.py"
@@ -91,7 +107,7 @@ def test_ranks_come_from_torchruns_variables():
 
 @pytest.mark.parametrize(
     "override, named",
-    [("algo=td3", "algo=td3"), ("train.warm_start=dagger", "train.warm_start=dagger"), ("resume=x", "resume=")],
+    [("init_from=x", "init_from="), ("train.warm_start=dagger", "train.warm_start=dagger"), ("resume=x", "resume=")],
 )
 def test_what_a_torchrun_run_cannot_do_is_refused_before_anything_starts(tmp_path, monkeypatch, override, named):
     monkeypatch.setenv("WORLD_SIZE", "2")
