@@ -27,7 +27,7 @@ apt:
 # ros_nodes/setup.py registers the entry points robot_rl finds the ROS 2 functions by.
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt ros_nodes/setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q -c requirements/constraints.txt -e ".[train,guidance,dashboard,ros,crazyflie,interop,sweep,dev]"
+	$(PIP) install -q -c requirements/constraints.txt -e ".[train,guidance,dashboard,ros,crazyflie,interop,sweep,warp,dev]"
 	$(PIP) install -q --no-deps -e ros_nodes
 	$(PIP) check
 	touch $@

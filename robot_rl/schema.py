@@ -84,6 +84,9 @@ class PlayConfig:
     camera: str | None = None
 
 
+BACKEND_NAMES = ("mujoco", "mjwarp")  # sim.backends.BACKENDS (schema stays importable without the simulator)
+
+
 @dataclass
 class BackendConfig:
     name: str = "mujoco"
@@ -210,7 +213,7 @@ def option_schema(group: str, name: str) -> type | None:
     if group == "task":
         return task_group_schema(name) if name in TASKS else None
     if group == "backend":
-        return BackendConfig if name == "mujoco" else None
+        return BackendConfig if name in BACKEND_NAMES else None
     classes = _algo_classes() if group == "algo" else _guidance_classes() if group == "guidance" else {}
     return group_schema(classes[name], name) if name in classes else None
 
@@ -228,7 +231,7 @@ def register_schemas() -> None:
         "task": sorted(TASKS),
         "algo": sorted(_algo_classes()),
         "guidance": sorted(_guidance_classes()),
-        "backend": ["mujoco"],
+        "backend": list(BACKEND_NAMES),
     }
     for group, names in options.items():
         for name in names:

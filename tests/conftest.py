@@ -26,6 +26,7 @@ SHARED_FIXTURE_UNITS = (
     ("tests/ros_nodes/test_swarm_sitl.py::",),
     ("tests/robot_rl/deploy/test_base_install_parity.py::",),
     ("tests/robot_rl/training/off_policy/test_prior_data.py::",),
+    ("tests/sim/test_mjwarp_backend.py::",),  # MJWarp's kernels compile once (~30-90 s), then warp's disk cache
 )
 
 

@@ -1,8 +1,9 @@
 """Physics backends: one model, many worlds, live batched torch tensors."""
 
+from sim.backends.mjwarp import MjWarpBackend
 from sim.backends.mujoco_batch import MujocoBatchBackend, load_model
 
-BACKENDS = {"mujoco": MujocoBatchBackend}
+BACKENDS = {"mujoco": MujocoBatchBackend, "mjwarp": MjWarpBackend}
 
 
 def make_backend(name: str, model, num_worlds: int, **kwargs):
@@ -12,4 +13,4 @@ def make_backend(name: str, model, num_worlds: int, **kwargs):
     return BACKENDS[name](model, num_worlds, **kwargs)
 
 
-__all__ = ["BACKENDS", "MujocoBatchBackend", "load_model", "make_backend"]
+__all__ = ["BACKENDS", "MjWarpBackend", "MujocoBatchBackend", "load_model", "make_backend"]

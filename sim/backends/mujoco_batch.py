@@ -128,6 +128,17 @@ class MujocoBatchBackend:
             raise ValueError(f"'{field}' is a state field: use backend.{field}")
         return torch.tensor(self.batch.bind(field))
 
+    def ray(self, pnt: torch.Tensor, vec: torch.Tensor, body_exclude: np.ndarray, ids: torch.Tensor) -> torch.Tensor:
+        """Distances along rays in worlds ids from their current state: pnt, vec (len(ids), nray, 3) world frame,
+        body_exclude (nray,) the body whose geoms each ray ignores (-1: none); (len(ids), nray), -1 for a miss."""
+        dist, _ = self.batch.ray(
+            np.ascontiguousarray(pnt.numpy()),
+            np.ascontiguousarray(vec.numpy()),
+            bodyexclude=np.broadcast_to(body_exclude, (len(ids), len(body_exclude))).copy(),
+            ids=np.asarray(ids, dtype=np.int64),
+        )
+        return torch.from_numpy(dist)
+
     # -- per-world model parameters ---------------------------------------------------------
     def expand(self, field: str) -> torch.Tensor:
         """Writable per-world values of a model field, e.g. 'body_mass', 'actuator_dynprm'."""

@@ -123,14 +123,14 @@ class RangeSensors:
         cp = torch.cos(self.pitch)
         return torch.stack([cp * torch.cos(yaw), cp * torch.sin(yaw), torch.sin(self.pitch).expand_as(yaw)], -1)
 
-    def read(self, batch, pos: torch.Tensor, quat: torch.Tensor, advance: bool = True) -> torch.Tensor:
+    def read(self, backend, pos: torch.Tensor, quat: torch.Tensor, advance: bool = True) -> torch.Tensor:
         """Cast rays in the worlds whose refresh is due, hold the rest; pos (W, N, 3), quat (W, N, 4) wxyz.
 
         Call once per control step (advance=True moves each world's clock by one control period).
         """
         due = (self.time >= self.next_refresh).nonzero().flatten()
         if due.numel():
-            self._refresh(batch, due, pos[due], quat[due])
+            self._refresh(backend, due, pos[due], quat[due])
             # next refresh one period later; the first after a reset gets a random phase in (0, period]
             first = self.next_refresh[due] == 0.0
             phase = torch.rand(len(due), generator=self.rng, dtype=torch.float64) * self.period
@@ -139,18 +139,13 @@ class RangeSensors:
             self.time += self.dt
         return self.held
 
-    def _refresh(self, batch, ids: torch.Tensor, pos: torch.Tensor, quat: torch.Tensor) -> None:
+    def _refresh(self, backend, ids: torch.Tensor, pos: torch.Tensor, quat: torch.Tensor) -> None:
         c, n = self.cfg, len(ids)
         rot = quat_wxyz_to_rotmat(quat)  # (n, N, 3, 3)
         vec = torch.einsum("wnij,wnbj->wnbi", rot, self._directions(n))  # world-frame beams
         pnt = pos.unsqueeze(2) + torch.einsum("wnij,bj->wnbi", rot, self.mount_offset)
-        dist, _ = batch.ray(
-            np.ascontiguousarray(pnt.reshape(n, -1, 3).numpy()),
-            np.ascontiguousarray(vec.reshape(n, -1, 3).numpy()),
-            bodyexclude=np.broadcast_to(self.body_exclude, (n, self.N * self.B)).copy(),
-            ids=ids.numpy().astype(np.int64),
-        )
-        d = torch.from_numpy(dist).reshape(n, self.N, self.B)
+        dist = backend.ray(pnt.reshape(n, -1, 3), vec.reshape(n, -1, 3), self.body_exclude, ids)
+        d = dist.reshape(n, self.N, self.B)
         hit = d >= 0
         self.true_dist[ids] = torch.where(hit, d, math.inf)
         noisy = d + (c.noise_std + c.noise_rel * d.clamp(min=0)) * torch.randn(

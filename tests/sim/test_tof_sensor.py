@@ -55,7 +55,7 @@ def test_wall_in_front_reads_distance_within_noise(backend):
     readings = []
     for _ in range(40):  # 40 refreshes
         s.reset(torch.arange(2))
-        readings.append(s.read(backend.batch, pos, quat).clone())
+        readings.append(s.read(backend, pos, quat).clone())
     r = torch.stack(readings)[:, :, 0]  # (refresh, world, beam) of drone 0
     exp = _expected_front(dist)
     torch.testing.assert_close(s.true_dist[0, 0, :8], exp, atol=1e-9, rtol=0)
@@ -72,7 +72,7 @@ def test_right_sensor_sees_the_wall_after_a_yaw(backend):
     dist = 0.8
     pos, quat = _place(backend, [WALL_X - dist - 0.02, 0.0, 1.0], yaw0=math.pi / 2)  # front now faces +y
     s = _sensors(backend, noise_std=0.0, noise_rel=0.0, floor_cm=False)
-    r = s.read(backend.batch, pos, quat)[0, 0]
+    r = s.read(backend, pos, quat)[0, 0]
     torch.testing.assert_close(r[8:16], _expected_front(dist), atol=1e-6, rtol=0)  # right row (sensor 1)
     assert (r[:8] == 2.0).all() and (r[16:] == 2.0).all()
 
@@ -80,12 +80,12 @@ def test_right_sensor_sees_the_wall_after_a_yaw(backend):
 def test_beyond_range_and_dropouts_read_the_clip_value(backend):
     pos, quat = _place(backend, [WALL_X - 1.02, 0.0, 1.0])
     s = _sensors(backend, noise_std=0.0, noise_rel=0.0, max_range=0.9)
-    assert (s.read(backend.batch, pos, quat)[:, 0] == 2.0).all()  # the wall at 1 m is beyond a 0.9 m range
+    assert (s.read(backend, pos, quat)[:, 0] == 2.0).all()  # the wall at 1 m is beyond a 0.9 m range
     s = _sensors(backend, noise_std=0.0, noise_rel=0.0, dropout_prob=0.3)
     front = []
     for _ in range(50):
         s.reset(torch.arange(2))
-        front.append(s.read(backend.batch, pos, quat)[:, 0, :8].clone())
+        front.append(s.read(backend, pos, quat)[:, 0, :8].clone())
     frac = (torch.stack(front) == 2.0).double().mean()
     assert 0.2 < frac < 0.4
 
@@ -94,12 +94,12 @@ def test_readings_hold_between_refreshes(backend):
     pos, quat = _place(backend, [WALL_X - 1.52, 0.0, 1.0])
     s = _sensors(backend, noise_std=0.0, noise_rel=0.0, floor_cm=False)
     s.reset(torch.arange(2))
-    first = s.read(backend.batch, pos, quat).clone()
+    first = s.read(backend, pos, quat).clone()
     refreshes = 0
     prev = first
     for _ in range(100):  # 1 s; the drone creeps toward the wall by 1 mm per control step
         pos[:, 0, 0] += 0.001
-        now = s.read(backend.batch, pos, quat).clone()
+        now = s.read(backend, pos, quat).clone()
         changed = ~torch.isclose(now[:, 0, 0], prev[:, 0, 0])
         refreshes += int(changed[0])
         prev = now
@@ -112,7 +112,7 @@ def test_multiranger_variant(backend):
     cfg = multiranger(noise_std=0.0, noise_rel=0.0, floor_cm=False, clip=4.0)
     ids = [backend.model.body("cf0").id, backend.model.body("cf1").id]
     s = RangeSensors(cfg, 2, ids, DT, torch.Generator().manual_seed(0), sensors_per_drone=5)
-    r = s.read(backend.batch, pos, quat)[0, 0]  # front, back, left, right, up
+    r = s.read(backend, pos, quat)[0, 0]  # front, back, left, right, up
     np.testing.assert_allclose(r[0].item(), 1.0, atol=1e-6)
     np.testing.assert_allclose(r[2:4].numpy(), [3.98, 3.98], atol=1e-6)  # side walls 4 m from the centre
     assert r[1].item() == 4.0  # back wall 7 m away: beyond range -> clip

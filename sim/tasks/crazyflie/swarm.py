@@ -367,7 +367,7 @@ class CrazyflieSwarm(CbfTeacher, Task):
             self.history[0] = state
             due = (self.step_count % self.bcast_every) == 0
             self.received = torch.where(due.view(-1, 1, 1), self.history[self.lat_steps], self.received)
-        self.tof = self.sensors.read(self.backend.batch, self.pos, self.quat, advance=advance).clone()
+        self.tof = self.sensors.read(self.backend, self.pos, self.quat, advance=advance).clone()
         self.last_raw = {
             "position": self.pos.clone(),
             "velocity": self.vel.clone(),

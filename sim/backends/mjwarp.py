@@ -1,0 +1,217 @@
+"""MuJoCo Warp (MJWarp): the same MJCF and task code, on warp's CPU device or on a CUDA GPU.
+
+MJWarp computes in float32 and the task code in float64. The tensors a task sees (qpos, qvel, act, ctrl, ... and
+the per-world model fields of expand()) are float64 torch tensors on the backend's device, mirrors of MJWarp's
+arrays: step(), reset() and forward() write the mirrors into MJWarp's arrays first and read the state back after,
+each a device-side copy (on a GPU nothing passes through the host). So results differ from the `mujoco` backend by
+float32 rounding; tests/sim/test_mjwarp_backend.py states the tolerances.
+
+Not here yet: CUDA-graph capture of the substeps (without it a GPU step is launch-bound), the native Crazyflie
+firmware callback (CPU MuJoCo only: hover tasks run the torch firmware on this backend), batched ray casting for
+the ToF sensors (the swarm task), MJWarp's batch renderer (render() draws one world with MuJoCo's renderer), and
+MuJoCo's reset of diverged worlds inside the step (a NaN ends the step with FloatingPointError, as `mujoco` does).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+
+import mujoco
+import numpy as np
+import torch
+
+from sim.backends.mujoco_batch import STATE_FIELDS, MujocoBatchBackend
+
+
+def _warp():
+    try:
+        import mujoco_warp as mjw
+        import warp as wp
+    except ImportError as e:
+        raise ValueError(f"backend=mjwarp needs mujoco-warp and warp-lang (the 'warp' extra): {e}") from None
+    wp.config.quiet = True
+    wp.config.log_level = wp.LOG_WARNING  # not a line per kernel module loaded or compiled
+    wp.init()
+    return wp, mjw
+
+
+def buffer_sizes(model: mujoco.MjModel, seconds: float = 1.0) -> tuple[int, int]:
+    """Contacts and constraint rows to allocate per world: MJWarp's buffers have a fixed size, and what overflows is
+    dropped (an arm's gripper and block lost their contacts at MJWarp's default of 64 rows). Measured on the host:
+    the model let go from its initial state for `seconds` (things settle onto what holds them), then twice the most
+    seen plus a margin, and never less than MJWarp's own default."""
+    d = mujoco.MjData(model)
+    most_con, most_efc = 0, 0
+    for _ in range(max(1, int(seconds / model.opt.timestep))):
+        mujoco.mj_step(model, d)
+        most_con, most_efc = max(most_con, d.ncon), max(most_efc, d.nefc)
+    return max(2 * most_con + 16, 64), max(2 * most_efc + 64, 256)
+
+
+class MjWarpBackend:
+    """Many worlds of one MjModel in MJWarp; the interface of MujocoBatchBackend (see there)."""
+
+    name = "mjwarp"
+
+    def __init__(self, model: mujoco.MjModel, num_worlds: int, nthread: int = 0, device: str = "cpu"):
+        wp, mjw = _warp()
+        self._wp, self._mjw = wp, mjw
+        self.model = model
+        self.num_worlds = int(num_worlds)
+        self.wp_device = wp.get_device(device)  # "cpu", "cuda", "cuda:1"
+        self.device = torch.device("cpu" if self.wp_device.is_cpu else f"cuda:{self.wp_device.ordinal}")
+        with wp.ScopedDevice(self.wp_device):
+            self.m = mjw.put_model(model)
+            nconmax, njmax = buffer_sizes(model)
+            self.d = mjw.make_data(model, nworld=self.num_worlds, nconmax=nconmax, njmax=njmax)
+        self._views = {f: wp.to_torch(getattr(self.d, f)) for f in STATE_FIELDS}  # float32, MJWarp's memory
+        for f, view in self._views.items():
+            setattr(self, f, view.to(torch.float64).clone())
+        # field: (float64 mirror, MJWarp's view; None for a field MJWarp does not have, used in rendering only)
+        self._expanded: dict[str, tuple[torch.Tensor, torch.Tensor | None]] = {}
+        self._pushed_versions: dict[str, int] = {}
+        self._renderer = None
+
+    # -- mirrors -----------------------------------------------------------------------------
+    def _push(self) -> None:
+        """The mirrors into MJWarp: the state, and the model fields written since they were last pushed."""
+        for f, view in self._views.items():
+            view.copy_(getattr(self, f))
+        for field, (mirror, view) in self._expanded.items():
+            if view is not None and mirror._version != self._pushed_versions[field]:  # torch counts in-place writes
+                view.copy_(mirror)
+                self._pushed_versions[field] = mirror._version
+
+    def _pull(self) -> None:
+        for f, view in self._views.items():
+            getattr(self, f).copy_(view)
+
+    # -- stepping ------------------------------------------------------------------------------
+    def step(self, nsubsteps: int = 1, ctrl: torch.Tensor | None = None) -> None:
+        """As MujocoBatchBackend.step: nsubsteps physics steps, controls held or ctrl[:, k] before substep k."""
+        if ctrl is not None and tuple(ctrl.shape) != (self.num_worlds, nsubsteps, self.model.nu):
+            raise ValueError(
+                f"ctrl must be {(self.num_worlds, nsubsteps, self.model.nu)} (worlds, substeps, actuators), "
+                f"not {tuple(ctrl.shape)}"
+            )
+        self._push()
+        with self._wp.ScopedDevice(self.wp_device):
+            for k in range(nsubsteps):
+                if ctrl is not None:
+                    self._views["ctrl"].copy_(ctrl[:, k])
+                self._mjw.step(self.m, self.d)
+        self._pull()
+        if not torch.isfinite(self.qpos).all():
+            bad = torch.nonzero(~torch.isfinite(self.qpos).all(dim=1)).flatten()
+            raise FloatingPointError(f"simulation diverged in worlds {bad[:8].tolist()}")
+
+    def take_mujoco_resets(self) -> torch.Tensor | None:
+        """None: MJWarp does not reset diverged worlds inside its step (step() raises instead)."""
+        return None
+
+    def reset(self, ids: torch.Tensor | np.ndarray) -> None:
+        """The full state of these worlds back to the model's defaults; then write the new state and forward(ids)."""
+        ids = torch.as_tensor(ids, dtype=torch.long).flatten()
+        if ids.numel() == 0:
+            return
+        mask = torch.zeros(self.num_worlds, dtype=torch.bool)
+        mask[ids] = True
+        self._push()  # the other worlds' pending writes are kept
+        with self._wp.ScopedDevice(self.wp_device):
+            self._mjw.reset_data(self.m, self.d, reset=self._wp.from_torch(mask.to(self.device)))
+        self._pull()
+
+    def forward(self, ids: torch.Tensor | np.ndarray | None = None) -> None:
+        """Positions and velocities of every world made current (MJWarp computes all worlds at once)."""
+        if ids is not None and torch.as_tensor(ids).numel() == 0:
+            return
+        self._push()
+        with self._wp.ScopedDevice(self.wp_device):
+            self._mjw.forward(self.m, self.d)
+
+    def derived(self, field: str) -> torch.Tensor:
+        """A derived MjData field (sensordata, xpos, ...) of every world, float64, as of the last step or forward."""
+        if field in STATE_FIELDS:
+            raise ValueError(f"'{field}' is a state field: use backend.{field}")
+        return self._wp.to_torch(getattr(self.d, field)).to(torch.float64).clone()
+
+    def ray(self, pnt: torch.Tensor, vec: torch.Tensor, body_exclude: np.ndarray, ids: torch.Tensor) -> torch.Tensor:
+        """As MujocoBatchBackend.ray. MJWarp casts in every world at once: the other worlds get the rays of the
+        first id (their results are dropped); kinematics are computed from the current state first, as mujoco's
+        ray does."""
+        wp, ids = self._wp, torch.as_tensor(ids, dtype=torch.long)
+        nray = pnt.shape[1]
+        full_pnt = pnt[:1].expand(self.num_worlds, nray, 3).clone()
+        full_vec = vec[:1].expand(self.num_worlds, nray, 3).clone()
+        full_pnt[ids], full_vec[ids] = pnt, vec
+        self._push()
+        with wp.ScopedDevice(self.wp_device):
+            self._mjw.kinematics(self.m, self.d)
+            dist = wp.zeros((self.num_worlds, nray), dtype=wp.float32)
+            geom = wp.zeros((self.num_worlds, nray), dtype=wp.int32)
+            normal = wp.zeros((self.num_worlds, nray), dtype=wp.vec3f)
+            self._mjw.rays(
+                self.m,
+                self.d,
+                wp.from_torch(full_pnt.to(self.device, torch.float32), dtype=wp.vec3f),
+                wp.from_torch(full_vec.to(self.device, torch.float32), dtype=wp.vec3f),
+                wp.types.vector(6, wp.float32)(*([-1.0] * 6)),  # no group filter: every geom
+                True,
+                wp.array(np.asarray(body_exclude, dtype=np.int32)),
+                dist,
+                geom,
+                normal,
+            )
+        return wp.to_torch(dist)[ids].to(torch.float64).cpu()
+
+    # -- per-world model parameters ---------------------------------------------------------
+    def expand(self, field: str) -> torch.Tensor:
+        """Writable per-world values of a model field (float64 mirror of a batched MJWarp array)."""
+        if field not in self._expanded and not hasattr(self.m, field):  # a field of rendering only (site_rgba)
+            host = torch.as_tensor(np.asarray(getattr(self.model, field)), dtype=torch.float64)
+            self._expanded[field] = (host.unsqueeze(0).repeat(self.num_worlds, *[1] * host.dim()), None)
+            self._pushed_versions[field] = 0
+        if field not in self._expanded:
+            wp = self._wp
+            shared = getattr(self.m, field)  # leading dimension 1: one value for every world
+            host = shared.numpy()
+            batched = wp.array(np.repeat(host[:1], self.num_worlds, axis=0), dtype=shared.dtype, device=self.wp_device)
+            setattr(self.m, field, batched)
+            view = wp.to_torch(batched)
+            mirror = view.to(torch.float64).clone()
+            self._expanded[field] = (mirror, view)
+            self._pushed_versions[field] = mirror._version
+        return self._expanded[field][0]
+
+    def set_const(self, ids: torch.Tensor | np.ndarray | None = None) -> None:
+        """Derived constants of every world recomputed after masses or inertias changed."""
+        self._push()
+        with self._wp.ScopedDevice(self.wp_device):
+            self._mjw.set_const(self.m, self.d)
+        self._pull()
+
+    # -- inspection -------------------------------------------------------------------------
+    def state_hash(self) -> str:
+        h = hashlib.sha256()
+        for f in STATE_FIELDS:
+            h.update(getattr(self, f).cpu().numpy().tobytes())
+        return h.hexdigest()
+
+    def world_data(self, world: int) -> tuple[mujoco.MjModel, mujoco.MjData]:
+        """One world as a MuJoCo model (with its per-world fields) and forward-computed data, e.g. to render it."""
+        self._push()
+        m = copy.copy(self.model)
+        for field, (mirror, _) in self._expanded.items():
+            getattr(m, field)[...] = mirror[world].cpu().numpy().reshape(getattr(m, field).shape)
+        d = mujoco.MjData(m)
+        self._mjw.get_data_into(d, m, self.d, world)
+        mujoco.mj_forward(m, d)
+        return m, d
+
+    render = MujocoBatchBackend.render  # one world through world_data and MuJoCo's renderer
+
+    def close(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None

@@ -1,0 +1,126 @@
+"""backend=mjwarp on warp's CPU device against backend=mujoco: same states, same actions (sim/backends/mjwarp.py).
+
+MJWarp computes in float32 and finds contacts with its own algorithms, so the two engines part by rounding and, in
+chaotic motion (random actions, contacts), by more as steps go on. The tolerances below are per field and were set
+from measured runs (8-16 worlds, random actions):
+- crazyflie_hover (torch firmware): |qpos| apart 3.2e-7 after 1 control step, 3.0e-3 after 10, 9.3e-3 after 100;
+  rewards 0.149 at most over 200 steps; terminations equal.
+- arm_reach: arm joints 1.3e-6 rad over 200 steps; the free blocks, which MJWarp lands on the table by its own
+  collision routines, 2.0e-2 (position and quaternion); rewards 3e-7; terminations equal.
+- quadruped_velocity: 4.5e-5 after 10 steps; random leg actions on contacts then drift apart (6 cm after 50 steps),
+  so it is compared over 10.
+- crazyflie_swarm (ToF by MJWarp's batched rays): 1.6e-5 after 1 step, 3.8e-2 after 10, then crashes part them.
+- crazyflie_goto: as hover; arm_push and arm_pick_place: as arm_reach (blocks 1.8e-2, rewards 6e-4).
+The first MJWarp use of a model compiles its kernels (30-90 s here), then warp's disk cache serves them.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("mujoco_warp")
+
+from sim.env import BatchedEnv, EnvConfig  # noqa: E402
+from sim.tasks import make_task  # noqa: E402
+
+WORLDS, STEPS = 8, 60
+
+
+def run(backend: str, task: str, steps: int = STEPS, **params) -> dict[str, torch.Tensor]:
+    env = BatchedEnv(make_task(task, **params), EnvConfig(num_worlds=WORLDS, backend=backend, nthread=1))
+    gen = torch.Generator().manual_seed(7)
+    out: dict[str, list[torch.Tensor]] = {"qpos": [], "qvel": [], "obs": [], "reward": [], "done": []}
+    for _ in range(steps):
+        action = 0.3 * torch.randn(WORLDS, env.num_actions, generator=gen, dtype=torch.float64)
+        obs, reward, done, _ = env.step(action)
+        out["qpos"].append(env.backend.qpos.clone())
+        out["qvel"].append(env.backend.qvel.clone())
+        out["obs"].append(obs["policy"].clone())
+        out["reward"].append(reward.clone())
+        out["done"].append(done.clone())
+    env.close()
+    return {k: torch.stack(v) for k, v in out.items()}
+
+
+@pytest.fixture(scope="module")
+def hover_pair() -> tuple[dict, dict]:
+    params = {"firmware_impl": "torch"}  # the native firmware is a CPU-MuJoCo callback
+    return run("mujoco", "crazyflie_hover", **params), run("mjwarp", "crazyflie_hover", **params)
+
+
+@pytest.mark.slow
+def test_hover_on_mjwarp_follows_mujoco_within_float32_tolerances(hover_pair):
+    ref, warp = hover_pair
+    first = {k: float((ref[k][0] - warp[k][0]).abs().max()) for k in ("qpos", "qvel", "obs", "reward")}
+    assert first["qpos"] < 1e-5 and first["qvel"] < 1e-3, first  # one control step: float32 rounding
+    assert first["obs"] < 1e-3 and first["reward"] < 1e-4, first
+    apart = {k: float((ref[k] - warp[k]).abs().max()) for k in ("qpos", "reward")}
+    assert apart["qpos"] < 0.05 and apart["reward"] < 0.5, apart  # 60 steps of random actions
+    assert torch.equal(ref["done"], warp["done"])  # the same episodes end at the same steps
+    assert float((ref["qpos"] - warp["qpos"]).abs().max()) > 0  # two engines, not one engine twice
+
+
+# task: (control steps compared, tolerances: qpos (all, or the arm's), free blocks' qpos, reward, first observation)
+OTHER_TASKS = {
+    "crazyflie_goto": (60, 0.05, None, 0.5, 0.05),
+    "arm_reach": (60, 1e-4, 0.05, 1e-5, 0.05),  # arm joints; the blocks land by MJWarp's own collision routines
+    "arm_push": (60, 1e-4, 0.05, 1e-3, 0.1),  # the block's pose is observed: 0.069 apart after the first step
+    "arm_pick_place": (60, 1e-4, 0.05, 1e-3, 0.1),
+    "quadruped_velocity": (10, 1e-3, None, 1e-3, 0.05),  # random leg actions on contacts drift apart after ~10
+    "crazyflie_swarm": (5, 0.02, None, 0.01, 0.05),  # ToF by MJWarp's batched rays; 1.1e-2, rewards 3.3e-3 at 5
+}
+ARM_DOFS = 9  # 7 joints and 2 fingers; an arm scene's free blocks follow in qpos
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", sorted(OTHER_TASKS))
+def test_every_other_task_on_mjwarp_follows_mujoco(task):
+    steps, tol_q, tol_objects, tol_r, tol_obs = OTHER_TASKS[task]
+    params = {"firmware_impl": "torch"} if task == "crazyflie_goto" else {}
+    ref, warp = run("mujoco", task, steps=steps, **params), run("mjwarp", task, steps=steps, **params)
+    dq = (ref["qpos"] - warp["qpos"]).abs()
+    if tol_objects is None:
+        assert float(dq.max()) < tol_q, float(dq.max())
+    else:
+        assert float(dq[..., :ARM_DOFS].max()) < tol_q and float(dq[..., ARM_DOFS:].max()) < tol_objects
+    assert float((ref["reward"] - warp["reward"]).abs().max()) < tol_r
+    assert float((ref["obs"][0] - warp["obs"][0]).abs().max()) < tol_obs  # first observations, noise drawn alike
+    assert torch.equal(ref["done"], warp["done"])
+
+
+@pytest.mark.slow
+def test_ppo_trains_on_mjwarp(tmp_path, capsys):
+    import json
+
+    from robot_rl import commands
+
+    (run_dir,) = commands.cmd_train(
+        [f"runs_root={tmp_path}", "backend=mjwarp", "task.num_worlds=8", "train.iterations=2", "run_name=w",
+         "algo.num_steps_per_env=8", "train.progress=false"]  # the hover firmware falls back to torch here
+    )  # fmt: skip
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["status"] == "finished" and meta["total_steps"] == 2 * 8 * 8
+    assert "backend: mjwarp" in (run_dir / "config.yaml").read_text().replace("\n  name: ", " ")
+
+
+def test_per_world_model_fields_reach_mjwarp():
+    """expand() gives each world its own value: under equal thrust a drone of twice the mass sinks."""
+    env = BatchedEnv(
+        make_task("crazyflie_hover", firmware_impl="torch"),
+        EnvConfig(num_worlds=2, backend="mjwarp", randomization="none", obs_noise=False, pushes=False),
+    )
+    mass = env.backend.expand("body_mass")
+    assert mass.shape[0] == 2 and mass.dtype == torch.float64
+    mass[1, 1] *= 2.0  # the drone of world 1 twice as heavy
+    env.backend.set_const()
+    env.backend.qpos[:, 2] = 1.0
+    env.backend.qvel.zero_()
+    env.backend.ctrl.fill_(0.066)  # about the nominal drone's hover thrust per motor
+    env.backend.act.fill_(0.066)
+    env.backend.forward()
+    env.backend.step(100)  # 0.2 s
+    z = env.backend.qpos[:, 2]
+    # the nominal drone holds (thrust ~ weight); the heavy one falls at about g/2: 0.5 * 4.9 * 0.2^2 = 9.8 cm
+    assert abs(z[0] - 1.0) < 0.01 and 0.07 < 1.0 - z[1] < 0.12, z
+    env.close()
