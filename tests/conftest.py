@@ -26,7 +26,8 @@ SHARED_FIXTURE_UNITS = (
     ("tests/ros_nodes/test_swarm_sitl.py::",),
     ("tests/robot_rl/deploy/test_base_install_parity.py::",),
     ("tests/robot_rl/training/off_policy/test_prior_data.py::",),
-    ("tests/sim/test_mjwarp_backend.py::",),  # MJWarp's kernels compile once (~30-90 s), then warp's disk cache
+    # MJWarp's kernels compile once (~30-90 s per model), then warp's disk cache serves them
+    ("tests/sim/test_mjwarp_backend.py::", "tests/bench/test_gpu_throughput.py::"),
 )
 
 

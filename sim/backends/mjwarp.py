@@ -6,10 +6,13 @@ arrays: step(), reset() and forward() write the mirrors into MJWarp's arrays fir
 each a device-side copy (on a GPU nothing passes through the host). So results differ from the `mujoco` backend by
 float32 rounding; tests/sim/test_mjwarp_backend.py states the tolerances.
 
-Not here yet: CUDA-graph capture of the substeps (without it a GPU step is launch-bound), the native Crazyflie
-firmware callback (CPU MuJoCo only: hover tasks run the torch firmware on this backend), batched ray casting for
-the ToF sensors (the swarm task), MJWarp's batch renderer (render() draws one world with MuJoCo's renderer), and
-MuJoCo's reset of diverged worlds inside the step (a NaN ends the step with FloatingPointError, as `mujoco` does).
+A world whose state diverges (not finite, or beyond mjMAXVAL) is reset inside step() and handed to the env by
+take_mujoco_resets(), as mj_step's reset is on the `mujoco` backend. The ToF sensors cast MJWarp's batched rays.
+
+Not here yet: the GPU half (the env and tasks keep their tensors on the CPU, so today this runs on warp's CPU
+device), CUDA-graph capture of the substeps (without it a GPU step is launch-bound), the native Crazyflie firmware
+callback (CPU MuJoCo only: hover tasks run the torch firmware on this backend), MJWarp's batch renderer (render()
+draws one world with MuJoCo's renderer).
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ class MjWarpBackend:
         # field: (float64 mirror, MJWarp's view; None for a field MJWarp does not have, used in rendering only)
         self._expanded: dict[str, tuple[torch.Tensor, torch.Tensor | None]] = {}
         self._pushed_versions: dict[str, int] = {}
+        self._diverged = torch.zeros(self.num_worlds, dtype=torch.bool)
         self._renderer = None
 
     # -- mirrors -----------------------------------------------------------------------------
@@ -102,13 +106,22 @@ class MjWarpBackend:
                     self._views["ctrl"].copy_(ctrl[:, k])
                 self._mjw.step(self.m, self.d)
         self._pull()
-        if not torch.isfinite(self.qpos).all():
-            bad = torch.nonzero(~torch.isfinite(self.qpos).all(dim=1)).flatten()
-            raise FloatingPointError(f"simulation diverged in worlds {bad[:8].tolist()}")
+        # as mj_step does on its bad-state warnings: a world whose state is not finite or beyond mjMAXVAL (1e10) is
+        # reset to the model's defaults, and take_mujoco_resets() hands it to the env
+        sane = lambda x: (torch.isfinite(x) & (x.abs() < 1e10)).all(dim=1)  # noqa: E731
+        diverged = ~(sane(self.qpos) & sane(self.qvel))
+        if diverged.any():
+            self._diverged |= diverged
+            self.reset(torch.nonzero(diverged).flatten())
+            self.forward()
 
     def take_mujoco_resets(self) -> torch.Tensor | None:
-        """None: MJWarp does not reset diverged worlds inside its step (step() raises instead)."""
-        return None
+        """Worlds reset inside step() because their state diverged since the last call (bool, num_worlds), None
+        when there were none; clears the record."""
+        if not self._diverged.any():
+            return None
+        out, self._diverged = self._diverged, torch.zeros_like(self._diverged)
+        return out
 
     def reset(self, ids: torch.Tensor | np.ndarray) -> None:
         """The full state of these worlds back to the model's defaults; then write the new state and forward(ids)."""

@@ -124,3 +124,19 @@ def test_per_world_model_fields_reach_mjwarp():
     # the nominal drone holds (thrust ~ weight); the heavy one falls at about g/2: 0.5 * 4.9 * 0.2^2 = 9.8 cm
     assert abs(z[0] - 1.0) < 0.01 and 0.07 < 1.0 - z[1] < 0.12, z
     env.close()
+
+
+def test_a_diverged_world_is_reset_and_handed_to_the_env():
+    """As mj_step on the mujoco backend: the world is reset to the model's defaults, the others step on."""
+    env = BatchedEnv(make_task("crazyflie_hover", firmware_impl="torch"), EnvConfig(num_worlds=3, backend="mjwarp"))
+    backend = env.backend
+    assert backend.take_mujoco_resets() is None
+    backend.qvel[1, 0] = float("nan")
+    before = backend.qpos[[0, 2]].clone()
+    backend.step(1)
+    resets = backend.take_mujoco_resets()
+    assert resets is not None and resets.tolist() == [False, True, False]
+    assert torch.isfinite(backend.qvel).all() and torch.equal(backend.qpos[1], torch.tensor(env.backend.model.qpos0))
+    assert not torch.equal(backend.qpos[[0, 2]], before)  # the others stepped
+    assert backend.take_mujoco_resets() is None  # handed over once
+    env.close()

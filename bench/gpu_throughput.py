@@ -1,0 +1,90 @@
+"""Env throughput on MuJoCo Warp (backend=mjwarp), side by side with raw MJWarp stepping of the same model.
+
+Prints, per task and world count, from one run and one process:
+  - env control steps/s of the BatchedEnv on backend=mjwarp (zero actions),
+  - raw MJWarp control steps/s: mjw.step `substeps` times per control period on the env backend's own Model and
+    Data (controls held, nothing else), timed in alternating blocks with the env so load changes cancel,
+  - their ratio (issue 19's goal on a GPU: >= 0.7),
+  - the training loop's env steps/s (PPO iterations: rollout and update, as robot-rl train runs them),
+  - the one-off set-up apart: building the env (kernel compile and load on first use) and the first step.
+
+Today the env and tasks keep their tensors on the CPU, so this runs on warp's CPU device (sim/backends/mjwarp.py
+says what the GPU half lacks); `--smoke` is the small configuration CI runs (tests/bench/test_gpu_throughput.py).
+
+    python bench/gpu_throughput.py [--worlds 4096,16384] [--tasks crazyflie_hover,quadruped_velocity] [--steps 50]
+    python bench/gpu_throughput.py --smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import torch
+from env_throughput import time_alternating  # bench/ is the script's directory
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+def measure(task: str, worlds: int, steps: int, iterations: int) -> dict[str, float]:
+    from robot_rl.config import load_config
+    from robot_rl.envs import make_env
+    from robot_rl.training.learners import make_trainer
+
+    overrides = [f"task={task}", "backend=mjwarp", f"task.num_worlds={worlds}", "algo.num_steps_per_env=8"]
+    cfg = load_config(overrides)
+    t0 = time.perf_counter()
+    env = make_env(cfg)
+    setup_s = time.perf_counter() - t0
+    backend = env.backend
+    zeros = torch.zeros(env.num_envs, env.num_actions, dtype=torch.float64)
+    t0 = time.perf_counter()
+    env.step(zeros)
+    first_step_s = time.perf_counter() - t0
+
+    def raw() -> None:  # the backend's own MJWarp Model and Data, controls held
+        for _ in range(env.task.substeps):
+            backend._mjw.step(backend.m, backend.d)
+
+    t_env, t_raw = time_alternating(lambda: env.step(zeros), raw, steps=steps, blocks=min(10, steps))
+    trainer = make_trainer(env, dict(cfg.algo))
+    result = trainer.learn(iterations, save_every=10**9, progress=False)
+    env.close()
+    return {
+        "env": worlds * steps / t_env,
+        "raw": worlds * steps / t_raw,
+        "train": result["total_steps"] / result["train_time_s"],
+        "setup_s": setup_s,
+        "first_step_s": first_step_s,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worlds", default="4096,16384")
+    ap.add_argument("--tasks", default="crazyflie_hover,quadruped_velocity,arm_reach")
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="16 worlds, 4 steps, 1 iteration of crazyflie_hover")
+    args = ap.parse_args()
+    if args.smoke:
+        args.worlds, args.tasks, args.steps, args.iterations = "16", "crazyflie_hover", 4, 1
+    torch.set_num_threads(1)
+    import warp as wp
+
+    wp.config.quiet = True
+    print(f"backend=mjwarp on warp device {wp.get_device()} (env tensors on the CPU), {os.cpu_count()} cores")
+    head = f"{'task':22s}{'worlds':>8s}{'env steps/s':>14s}{'raw steps/s':>14s}{'env/raw':>9s}{'train steps/s':>15s}"
+    print(f"{head}{'set-up s':>10s}{'1st step s':>11s}")
+    for task in filter(None, args.tasks.split(",")):
+        for worlds in (int(w) for w in args.worlds.split(",")):
+            r = measure(task, worlds, args.steps, args.iterations)
+            print(
+                f"{task:22s}{worlds:8d}{r['env']:14,.0f}{r['raw']:14,.0f}{r['env'] / r['raw']:9.2f}"
+                f"{r['train']:15,.0f}{r['setup_s']:10.1f}{r['first_step_s']:11.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
