@@ -126,15 +126,28 @@ def torchrun_ranks(cfg: DictConfig):
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if ranks.distributed:
-        refused = {
-            "resume=": bool(cfg.resume),  # each rank's RNG streams would have to be saved and restored
-            "init_from=": bool(cfg.get("init_from")),
-            "train.warm_start=dagger": cfg.train.warm_start == "dagger",
-        }
+        refused = {"train.warm_start=dagger": cfg.train.warm_start == "dagger"}
         for what, asked in refused.items():
             if asked:
                 raise ConfigError(f"{what} is not available in a torchrun run (WORLD_SIZE={ranks.world_size}) yet")
     return ranks
+
+
+def _check_resume_ranks(cfg: DictConfig, checkpoint: Path, ranks) -> None:
+    """A run resumes on as many ranks as it was trained on (each rank continues its own RNG streams); an off-policy
+    run resumes in one process (each rank's replay buffer is not saved)."""
+    from robot_rl.training.checkpoint import load_checkpoint
+    from robot_rl.training.distributed import saved_ranks
+    from robot_rl.training.learners import OFF_POLICY
+
+    if ranks.distributed and cfg.algo.name in OFF_POLICY:
+        raise ConfigError(f"resume= of an algo={cfg.algo.name} run is not available under torchrun yet")
+    trained_on = saved_ranks(load_checkpoint(checkpoint))
+    if trained_on != ranks.world_size:
+        how = f"with torchrun --nproc_per_node {trained_on}" if trained_on > 1 else "in one process"
+        raise ConfigError(
+            f"{checkpoint} was trained on {trained_on} rank(s), this run has {ranks.world_size}: resume it {how}"
+        )
 
 
 def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
@@ -170,9 +183,11 @@ def _train_one(cfg: DictConfig, overrides: list[str], ranks) -> Path:
             )
         given, cfg = cfg, run_config(run_dir, [])
         checkpoint = latest_checkpoint(run_dir)
+        _check_resume_ranks(cfg, checkpoint, ranks)
         # refuses an edited task config; train.iterations / save_every / progress apply, other overrides do not
         for line in resume_config(cfg, given, list(overrides), checkpoint, run_dir / "config.yaml"):
-            print(line)
+            if main:
+                print(line)
     elif not main:  # rank 0 names and writes the run directory
         run_dir, checkpoint = Path(distributed.share_from_main(None)), None
     else:
@@ -214,10 +229,14 @@ def _train_one(cfg: DictConfig, overrides: list[str], ranks) -> Path:
     )
     if checkpoint is not None:
         trainer.load(checkpoint, fine_tune=not resuming)
-        if resuming:
+        if ranks.distributed and not resuming:  # a fine-tune: every rank its own streams, not the checkpoint's
+            seed_everything(seed)
+            env.rng.manual_seed(seed)
+        if resuming and main:
             print(f"resuming {run_dir} from {checkpoint} (iteration {trainer.iteration})")
-        else:  # a new run counts its own iterations (its env steps go on from the checkpoint's)
-            print(f"initialised {run_dir} from {checkpoint} (its iteration {trainer.iteration})")
+        elif not resuming:  # a new run counts its own iterations (its env steps go on from the checkpoint's)
+            if main:
+                print(f"initialised {run_dir} from {checkpoint} (its iteration {trainer.iteration})")
             trainer.iteration = 0
     setup_s = time.perf_counter() - t_setup
     worlds = env.num_worlds  # a per-drone env has more environments than worlds

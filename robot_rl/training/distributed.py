@@ -73,6 +73,20 @@ def share_from_main(value: str | None) -> str:
     return str(box[0])
 
 
+def gather_objects(obj) -> list:
+    """Every rank's obj, in rank order, on every rank ([obj] in one process)."""
+    if not dist.is_initialized():
+        return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def saved_ranks(checkpoint: dict) -> int:
+    """The number of ranks a checkpoint was trained on (PPO under torchrun saves every rank's RNG streams)."""
+    return len(checkpoint.get("rank_rngs") or [None])
+
+
 def broadcast_from_main(modules: list[torch.nn.Module]) -> None:
     """Rank 0's parameters and buffers in these modules on every rank (a no-op in one process)."""
     if dist.is_initialized():

@@ -30,7 +30,7 @@ from robot_rl.training.checkpoint import (
     save_atomic,
     task_record,
 )
-from robot_rl.training.distributed import Ranks, check_in_sync
+from robot_rl.training.distributed import Ranks, check_in_sync, gather_objects
 from robot_rl.training.episode_stats import EpisodeStats, checkpoint_due, learn_result, write_iteration_scalars
 from sim.tasks.base import Task
 
@@ -223,8 +223,12 @@ class PPOTrainer:
             d["guidance"] = guidance
         return d
 
-    def save(self, path: Path) -> None:
-        save_atomic(self.state_dict(), path)
+    def save(self, path: Path, rank_rngs: list[dict] | None = None) -> None:
+        """rank_rngs: every rank's RNG streams in a torchrun run (rank 0 saves them all, so each resumes its own)."""
+        d = self.state_dict()
+        if rank_rngs is not None:
+            d["rank_rngs"] = rank_rngs
+        save_atomic(d, path)
 
     def load(self, path: Path, fine_tune: bool = False) -> None:
         """Continue from a checkpoint. fine_tune (a new run, init_from): a learning rate configured differently
@@ -245,7 +249,11 @@ class PPOTrainer:
         self.iteration = int(d["iteration"])
         self.total_steps = int(d["total_steps"])
         self.train_time_s = float(d["train_time_s"])
-        set_rng_state(self.env, d["rng"])
+        # a rank of a torchrun run resumed by as many ranks continues its own streams; else rank 0's are restored
+        # (robot-rl train refuses to resume a run on another number of ranks: saved_ranks)
+        rank_rngs = d.get("rank_rngs") or [d["rng"]]
+        own = not fine_tune and len(rank_rngs) == self.ranks.world_size
+        set_rng_state(self.env, rank_rngs[self.ranks.rank] if own else d["rng"])
         restore_guidance(self.env, d)
 
     # -- training ---------------------------------------------------------------------------------
@@ -286,8 +294,11 @@ class PPOTrainer:
             )
             if self.writer is not None:
                 self._log(it, losses, episodes, collect, dt)
-            if self.run_dir is not None and checkpoint_due(self.iteration, save_every, iterations):
-                self.save(self.run_dir / "checkpoints" / f"model_{self.iteration}.pt")
+            if checkpoint_due(self.iteration, save_every, iterations):
+                # every rank hands its RNG streams to rank 0, which writes the checkpoint
+                rank_rngs = gather_objects(rng_state(env)) if self.ranks.distributed else None
+                if self.run_dir is not None:
+                    self.save(self.run_dir / "checkpoints" / f"model_{self.iteration}.pt", rank_rngs)
         return learn_result(self.iteration, self.total_steps, self.train_time_s, episodes)
 
     def _log(self, it, losses, episodes, collect, dt) -> None:

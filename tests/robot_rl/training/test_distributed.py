@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from robot_rl import commands
 from robot_rl.config import ConfigError
@@ -105,13 +106,30 @@ def test_ranks_come_from_torchruns_variables():
             ranks_from_env(bad)
 
 
-@pytest.mark.parametrize(
-    "override, named",
-    [("init_from=x", "init_from="), ("train.warm_start=dagger", "train.warm_start=dagger"), ("resume=x", "resume=")],
-)
-def test_what_a_torchrun_run_cannot_do_is_refused_before_anything_starts(tmp_path, monkeypatch, override, named):
+def test_what_a_torchrun_run_cannot_do_is_refused_before_anything_starts(tmp_path, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "0")
-    with pytest.raises(ConfigError, match=f"{named}.* torchrun run"):
-        commands.cmd_train([f"runs_root={tmp_path}", "run_name=r", override])
+    with pytest.raises(ConfigError, match="train.warm_start=dagger.* torchrun run"):
+        commands.cmd_train([f"runs_root={tmp_path}", "run_name=r", "train.warm_start=dagger"])
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_a_torchrun_run_resumes_on_as_many_ranks_each_with_its_own_streams(tmp_path):
+    common = ["task.num_worlds=32", "train.progress=false", "algo.num_steps_per_env=8", "train.save_every=1"]
+    res = torchrun(["-m", "robot_rl.cli", "train", f"runs_root={tmp_path}", "run_name=ddp", "train.iterations=2",
+                    *common], cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    run = tmp_path / "ddp"
+    saved = load_checkpoint(run / "checkpoints" / "model_2.pt")
+    env0, env1 = (r["env"] for r in saved["rank_rngs"])  # rank 0 saved both ranks' streams
+    assert not torch.equal(env0, env1) and torch.equal(env0, saved["rng"]["env"])
+    with pytest.raises(ConfigError, match=r"trained on 2 rank\(s\), this run has 1: resume it with torchrun"):
+        commands.cmd_train([f"resume={run}", "train.iterations=4", "resume_finished=true"])
+    res = torchrun(["-m", "robot_rl.cli", "train", f"resume={run}", "train.iterations=4", "resume_finished=true"],
+                   cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert res.stdout.count("resuming ") == 1, res.stdout  # rank 0 speaks
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "finished" and meta["total_steps"] == 2 * 32 * 8 * 4
+    assert load_checkpoint(run / "checkpoints" / "model_4.pt")["iteration"] == 4
