@@ -133,6 +133,17 @@ def torchrun_ranks(cfg: DictConfig):
     return ranks
 
 
+def init_checkpoint(cfg: DictConfig) -> Path | None:
+    """init_from= (a fine-tune starts from another run's checkpoint: a file, or a run's latest), None without it."""
+    if not cfg.get("init_from"):
+        return None
+    checkpoint = Path(cfg.init_from)
+    checkpoint = latest_checkpoint(checkpoint) if checkpoint.is_dir() else checkpoint
+    if not checkpoint.is_file():
+        raise ConfigError(f"init_from: no checkpoint at {checkpoint}")
+    return checkpoint
+
+
 def _check_resume_ranks(cfg: DictConfig, checkpoint: Path, ranks) -> None:
     """A run resumes on as many ranks as it was trained on (each rank continues its own RNG streams); an off-policy
     run resumes in one process (each rank's replay buffer is not saved)."""
@@ -188,19 +199,14 @@ def _train_one(cfg: DictConfig, overrides: list[str], ranks) -> Path:
         for line in resume_config(cfg, given, list(overrides), checkpoint, run_dir / "config.yaml"):
             if main:
                 print(line)
-    elif not main:  # rank 0 names and writes the run directory
-        run_dir, checkpoint = Path(distributed.share_from_main(None)), None
+    elif not main:  # rank 0 names and writes the run directory; every rank loads init_from's weights
+        run_dir, checkpoint = Path(distributed.share_from_main(None)), init_checkpoint(cfg)
     else:
         name = cfg.run_name or new_run_name(cfg.task.name, cfg.algo.name, int(cfg.seed), Path(cfg.runs_root))
         run_dir = Path(cfg.runs_root) / name
         if run_dir.exists():
             raise ConfigError(f"run directory {run_dir} exists; pick another run_name or resume={run_dir}")
-        checkpoint = None
-        if cfg.get("init_from"):  # fine-tune: start from another run's checkpoint (a file, or a run's latest)
-            checkpoint = Path(cfg.init_from)
-            checkpoint = latest_checkpoint(checkpoint) if checkpoint.is_dir() else checkpoint
-            if not checkpoint.is_file():
-                raise ConfigError(f"init_from: no checkpoint at {checkpoint}")
+        checkpoint = init_checkpoint(cfg)
         start_run(
             run_dir,
             cfg,

@@ -133,3 +133,8 @@ def test_a_torchrun_run_resumes_on_as_many_ranks_each_with_its_own_streams(tmp_p
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "finished" and meta["total_steps"] == 2 * 32 * 8 * 4
     assert load_checkpoint(run / "checkpoints" / "model_4.pt")["iteration"] == 4
+    # a fine-tune from it on 2 ranks: every rank starts from its weights (else the first update's check fails)
+    res = torchrun(["-m", "robot_rl.cli", "train", f"runs_root={tmp_path}", "run_name=ft", f"init_from={run}",
+                    "train.iterations=1", *common], cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert json.loads((tmp_path / "ft" / "meta.json").read_text())["status"] == "finished"
