@@ -81,19 +81,20 @@ def test_the_sync_check_names_a_rank_whose_networks_drifted(tmp_path):
                     w[2, 3] = torch.nextafter(w[2, 3], torch.tensor(1.0))
             try:
                 distributed.check_in_sync([net], "the nudge")
-                print(f"rank {ranks.rank}: in sync")
+                said = "in sync"
             except RuntimeError as e:
-                print(f"rank {ranks.rank}: {e}")
+                said = str(e)
+            with open(f"rank{ranks.rank}.txt", "w") as f:  # a file each: the ranks' stdout lines can interleave
+                f.write(said)
             distributed.stop()
             """
         )
     )
     res = torchrun([str(script)], cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
-    lines = [line for line in res.stdout.splitlines() if line.startswith("rank ")]
-    assert len(lines) == 2, res.stdout
-    for line in lines:  # every rank learns it, so none waits forever at the next collective
-        assert "the ranks' networks differ after the nudge: ranks [1] from rank 0" in line, line
+    for rank in (0, 1):  # every rank learns it, so none waits forever at the next collective
+        said = (tmp_path / f"rank{rank}.txt").read_text()
+        assert "the ranks' networks differ after the nudge: ranks [1] from rank 0" in said, (rank, said)
 
 
 def test_ranks_come_from_torchruns_variables():
