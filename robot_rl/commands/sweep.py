@@ -56,7 +56,10 @@ def run_sweep(args: list[str], job: Callable[[DictConfig], str]) -> list[Path]:
     run_args = [a for a in args if not is_hydra_override(a)]
     for combination in expand_sweep(run_args):  # refuse a bad combination before any job starts
         load_config(combination)
-    extra = list(RAY_LOCAL) if name == "ray" and not any(".ray.init." in a for a in args) else []
+    given = {a.lstrip("+~").split("=", 1)[0] for a in args}
+    extra = []  # a local Ray cluster on the loopback, whatever other ray.init settings are given
+    if name == "ray" and "hydra.launcher.ray.init.address" not in given:  # joining a cluster: its own settings
+        extra = [o for o in RAY_LOCAL if o.lstrip("+").split("=", 1)[0] not in given]
     overrides = [*args, *extra, "hydra/job_logging=none", "hydra/hydra_logging=none"]
     GlobalHydra.instance().clear()
     hydra = Hydra.create_main_hydra2("robot_rl", create_config_search_path(str(CONFIG_DIR)))

@@ -42,6 +42,8 @@ def test_a_two_seed_sweep_on_a_local_ray_cluster_lands_both_runs_in_the_store(tm
         store.close()
     assert (tmp_path / "sweep" / "multirun.yaml").is_file()  # Hydra's own record of the sweep
     assert (res.stdout + res.stderr).count("(_run_job pid=") >= 2  # Ray's prefix: the jobs ran in Ray's workers
+    # the loopback settings hold beside a given ray.init option (num_cpus): no dashboard (Ray names its URL otherwise)
+    assert "Started a local Ray instance" in res.stderr and "View the dashboard" not in res.stdout + res.stderr
 
 
 def test_a_slurm_sweep_renders_its_array_job_where_there_is_no_cluster(tmp_path, monkeypatch):
