@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -135,8 +134,3 @@ def check_in_sync(modules: list[torch.nn.Module], what: str) -> None:
         raise RuntimeError(
             f"the ranks' networks differ after {what}: ranks {differ} from rank 0 (largest difference {worst:.3g})"
         )
-
-
-def main_only_path(ranks: Ranks, path: Path | None) -> Path | None:
-    """path on rank 0, None elsewhere: the other ranks write nothing."""
-    return path if ranks.is_main else None

@@ -1,4 +1,4 @@
-"""MuJoCo Warp (MJWarp): the same MJCF and task code, on warp's CPU device or on a CUDA GPU.
+"""MuJoCo Warp (MJWarp): the same MJCF and task code, on warp's CPU device (the GPU half is not built yet, below).
 
 MJWarp computes in float32 and the task code in float64. The tensors a task sees (qpos, qvel, act, ctrl, ... and
 the per-world model fields of expand()) are float64 torch tensors on the backend's device, mirrors of MJWarp's
