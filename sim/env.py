@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -88,6 +89,9 @@ class BatchedEnv(GuidanceHooks):
         self.num_actions = task.num_actions
         self.device = torch.device("cpu")
         self.rng = torch.Generator().manual_seed(cfg.seed)
+        # called with the ended worlds' ids after their final observation, before their reset: a wrapper that adds
+        # to the observations (the plan's state) takes its part of the final observation here
+        self.episode_end_hooks: list[Callable[[torch.Tensor], None]] = []
         self.backend = make_backend(cfg.backend, load_model(task.model_path), cfg.num_worlds, nthread=cfg.nthread)
         self.max_episode_length = int(math.ceil(cfg.episode_length_s / task.control_dt))
         self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long)
@@ -157,6 +161,8 @@ class BatchedEnv(GuidanceHooks):
             extras["final"]["terms"] = {k: v[done_ids].clone() for k, v in self._term_sums.items()}
             if self.cfg.final_observation:
                 extras["final_observation"] = {k: v[done_ids] for k, v in self.task.observations().items()}
+            for hook in self.episode_end_hooks:
+                hook(done_ids)
             self.reset_worlds(done_ids)
         return self.get_observations(), reward.float(), dones, extras
 

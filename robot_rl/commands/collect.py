@@ -62,7 +62,7 @@ def collect_run(
     seed = int(cfg.eval.seed) + 1
     env = make_env(cfg, num_worlds=worlds, seed=seed, final_observation=True)
     if not env.gives_final_observation:
-        raise ConfigError("collect records final observations; the per-drone and plan-guided envs do not give them yet")
+        raise ConfigError("collect records final observations; the per-drone env does not give them yet")
     attach_guidance(cfg, env, None)  # the run's reward (KAGI's keypoint reward) labels the transitions
     actor = plan = None
     source = {"run": run_dir.name, "policy": policy, "noise": noise}

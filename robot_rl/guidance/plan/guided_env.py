@@ -13,6 +13,9 @@ after repeated failures the planner is asked again with the failure as feedback 
 Per-layout `PlanVerifier`s record which subgoals were achieved (DECKARD). The plan state (progress,
 skill, target relative to the TCP, gripper command) is appended to the observations.
 
+With the wrapped env's final_observation on, ended episodes' final observations carry their plan features too
+(taken before the reset), so the off-policy learners bootstrap time-outs here as on a plain env.
+
 Plan-guided policies need this controller at deployment too; bundles do not carry it yet.
 """
 
@@ -106,9 +109,15 @@ class PlanGuidedEnv(EnvWrapper):
         self.last_action: torch.Tensor | None = None  # the last step's applied action (step())
         self.env_steps = 0  # training progress for the gain schedule; set_progress() on resume / evaluation
         self.achieved_total = torch.zeros(MAX_SUBGOALS, dtype=torch.long)
+        self._final_features: torch.Tensor | None = None  # the ended worlds' plan features (final observations)
+        env.episode_end_hooks.append(self._keep_final_features)
         self._start_worlds(torch.arange(n))
 
     # -- the wrapped env's own ---------------------------------------------------------------------
+    @property
+    def gives_final_observation(self) -> bool:
+        return self.env.gives_final_observation
+
     @property
     def num_envs(self) -> int:
         return self.env.num_envs
@@ -247,6 +256,12 @@ class PlanGuidedEnv(EnvWrapper):
     def num_actions(self) -> int:
         return self.env.num_actions + self.num_corrections
 
+    def _keep_final_features(self, ids: torch.Tensor) -> None:
+        """The plan features of worlds whose episode just ended, taken with the env's final observation (the task
+        state and the plan state still those of the ended episode)."""
+        if self.env.gives_final_observation:
+            self._final_features = self.plan_features()[ids]
+
     def get_observations(self) -> TensorDict:
         obs = self.env.get_observations()
         f = self.plan_features()
@@ -272,6 +287,9 @@ class PlanGuidedEnv(EnvWrapper):
         self.env_steps += self.num_envs
         lay_before = self.task.layout_id.clone()
         _, reward, dones, extras = self.env.step(a)
+        if "final_observation" in extras:
+            f = self._final_features
+            extras["final_observation"] = {k: torch.cat([v, f], dim=1) for k, v in extras["final_observation"].items()}
         self.steps += 1
         success = torch.zeros(self.num_envs, dtype=torch.bool)
         if "final" in extras:

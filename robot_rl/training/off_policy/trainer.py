@@ -77,7 +77,7 @@ class OffPolicyTrainer:
         if not env.gives_final_observation:
             raise ValueError(
                 f"algo={cfg.name} bootstraps time-outs from the env's final_observation: build the env with it on "
-                "(make_env(final_observation=True); the per-drone and plan-guided envs do not give it yet)"
+                "(make_env(final_observation=True); the per-drone env does not give it yet)"
             )
         self.env = env
         self.record = task_record(env.task, config_hash)
@@ -109,12 +109,21 @@ class OffPolicyTrainer:
         cores = max(1, (os.cpu_count() or 1) // self.ranks.world_size)  # shared among a machine's ranks
         self.update_threads = int(cfg.update_threads or cores)
         self.worlds = env.num_worlds
+        env.value_fn = self.state_values  # planned exploration's value_bonus rule scores options with it
 
     # -- acting and learning ----------------------------------------------------------------------------------
     def _normalized(self, policy: torch.Tensor, critic: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.agent.actor.obs_normalizer(policy)
         xc = self.agent.critic.obs_normalizer(critic if critic is not None else policy)
         return x, xc
+
+    @torch.no_grad()
+    def state_values(self, obs) -> torch.Tensor:
+        """V(s) = min over the twin critics of Q(s, actor(s)), per world (n, 1)."""
+        p = obs["policy"].to(self.device, torch.float32)
+        c = obs["critic"].to(self.device, torch.float32) if self.asymmetric else None
+        x, xc = self._normalized(p, c)
+        return self.agent.critic(xc, self.agent.actor.mlp(x)).min(0).values
 
     def _sample(self, offline: bool = False) -> dict[str, torch.Tensor]:
         """A batch of n-step transitions; with prior data, prior_ratio of it from the prior ring (RLPD), all of it

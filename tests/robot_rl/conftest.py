@@ -1,4 +1,4 @@
-"""Settings that keep an off-policy training run to seconds in the tests."""
+"""Settings that keep an off-policy training run to seconds in the tests (off-policy learners, planned exploration)."""
 
 import pytest
 
