@@ -89,6 +89,9 @@ def collect_run(
                 _, rewards, dones, extras = plan.step(residual)
                 actions = plan.last_action.float()
                 next_obs = env.get_observations()
+                if "final_observation" in extras:  # the plain env's columns: the plan appends its own after them
+                    final = {g: v[:, : next_obs[g].shape[1]] for g, v in extras["final_observation"].items()}
+                    extras = {**extras, "final_observation": final}
             elif policy == "zero":
                 actions = torch.zeros(worlds, env.num_actions)
                 next_obs, rewards, dones, extras = env.step(actions)

@@ -289,7 +289,8 @@ class PlanGuidedEnv(EnvWrapper):
         _, reward, dones, extras = self.env.step(a)
         if "final_observation" in extras:
             f = self._final_features
-            extras["final_observation"] = {k: torch.cat([v, f], dim=1) for k, v in extras["final_observation"].items()}
+            final = {k: torch.cat([v, f], dim=1) for k, v in extras["final_observation"].items()}
+            extras = {**extras, "final_observation": final}
         self.steps += 1
         success = torch.zeros(self.num_envs, dtype=torch.bool)
         if "final" in extras:
