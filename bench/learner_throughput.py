@@ -15,8 +15,8 @@ blocks so load changes cancel.
 Libraries considered: skrl installs through requirements/constraints.txt without CUDA and without other
 packages (pip install skrl -c requirements/constraints.txt); it is not a dependency of robot_rl, so the
 skrl lines print only where it is importable (pip install skrl, or PYTHONPATH to a --target install).
-In this harness skrl 2.1.1's TD3.update raised on an empty sampled batch (RandomMemory with states=None; not
-debugged in the time there was), so the bench says so and measures ours alone; fixing the harness is open.
+(An earlier harness never set skrl's agent training flag, so its memory stayed empty and TD3.update raised on an
+empty batch; the agent is now put in training mode as skrl's trainers do.)
 torchrl 0.14 would replace the tensordict that rsl_rl runs on (0.15 here -> 0.14.3) and pull hoptorch:
 not measured. LeRobot's SAC needs its own dataset/env stack: not measured. Why we keep our own learner
 anyway: neither skrl nor torchrl's stock TD3/SAC has n-step returns with time-out bootstrapping from a
@@ -150,7 +150,9 @@ class Skrl:
             models=models, memory=memory, observation_space=obs_space, action_space=act_space, device="cpu", cfg=cfg
         )
         self.agent.init()
-        self.agent.enable_models_training_mode(True)
+        # the agent's own training flag: without it record_transition stores nothing and update() samples an
+        # empty batch (what the first harness hit)
+        self.agent.enable_training_mode(True, apply_to_models=True)
         self.obs = self.env.get_observations()["policy"]
         self.t = 0
 
@@ -201,13 +203,9 @@ def main() -> None:
     except ImportError as e:
         print(f"skrl not importable ({e}): only our learners are measured")
     warm = max(3, -(-a.batch // a.worlds) + 1)  # fill the replay buffers past one batch
-    for lr in list(learners):
+    for lr in learners:
         lr.collect_block(warm)
-        try:
-            lr.update_block(1)
-        except RuntimeError as e:  # skrl 2.1.1 here: its memory hands back an empty batch (see the docstring)
-            print(f"{lr.name}: update failed ({str(e).splitlines()[0]}): not measured")
-            learners.remove(lr)
+        lr.update_block(1)
     seconds = {(lr.name, k): 0.0 for lr in learners for k in ("collect", "update")}
     counts = dict.fromkeys(seconds, 0)
     for _ in range(a.blocks):

@@ -76,7 +76,9 @@ VARIANTS.update(NO_DEMOS)
 def make_demos(out: Path, task: str, variant: str, args) -> Path:
     """<out>/demos/<variant>.npz: --demos episodes of the plan controller (robot-rl collect policy=plan) on the
     variant's task, labelled with the variant's reward; a one-iteration run of the variant gives collect its
-    config. Every variant's demonstrations are the same episodes (collect's fixed seed); only the rewards differ."""
+    config. Every variant's demonstrations are the same episodes (collect's fixed seed); only the rewards differ.
+    A plan-guided variant's are its own env's with a zero residual (policy=zero): the plan's features observed,
+    the residual as the action, and with injected wrong options the bandit's first tries among them."""
     path = out / "demos" / f"{variant}.npz"
     if path.exists():
         return path
@@ -86,7 +88,9 @@ def make_demos(out: Path, task: str, variant: str, args) -> Path:
     common = [f"task={task}", f"task.num_worlds={args.worlds}", f"task.params.layouts={args.layouts}"]
     commands.cmd_train([*common, *VARIANTS[variant], *args.extra, "train.iterations=1", "train.progress=false",
                         f"runs_root={out / 'demos'}", f"run_name={variant}"])  # fmt: skip
-    commands.cmd_collect([f"run={source}", "policy=plan", f"episodes={args.demos}", f"noise={args.demo_noise}",
+    # a plan-guided variant's own env holds the controller: its demonstrations are the zero residual on the plan
+    policy = "zero" if "guidance=plan" in VARIANTS[variant] else "plan"
+    commands.cmd_collect([f"run={source}", f"policy={policy}", f"episodes={args.demos}", f"noise={args.demo_noise}",
                           f"out={path}"])  # fmt: skip
     return path
 
