@@ -81,3 +81,32 @@ def test_the_critic_scores_options_for_the_value_bonus_rule():
     assert env.value_fn == trainer.state_values
     values = env.value_fn(env.get_observations())
     assert values.shape == (4,) and torch.isfinite(values).all()
+
+
+@pytest.mark.slow
+def test_collect_records_a_plan_guided_runs_zero_residual_with_the_plans_features(tmp_path, fast_overrides):
+    """robot-rl collect policy=zero on a plan-guided run: the plan's demonstrations for a plan-guided learner (the
+    residual 0 as the action, the plan's features in every observation, ended episodes' next observations from
+    the final observation), most of them successful; TD3 pretrains on them."""
+    import numpy as np
+
+    (run,) = commands.cmd_train(
+        [f"runs_root={tmp_path}", "run_name=p", "algo=td3", "guidance=plan", "task=arm_pick_place",
+         "task.action_mode=ee_position", "task.params.layouts=2", *fast_overrides, "task.num_worlds=8",
+         "train.iterations=1"]
+    )  # fmt: skip
+    meta = commands.cmd_collect([f"run={run}", "policy=zero", "episodes=8", f"out={tmp_path / 'demos'}"])
+    assert meta["episodes"]["finished"] == 8 and meta["episodes"]["successful"] >= 6  # the plan alone: 0.988
+    with np.load(tmp_path / "demos.npz", allow_pickle=False) as f:
+        d = {k: f[k] for k in f.files}
+    env = plan_env(8.0, final_observation=True)
+    width = env.get_observations()["policy"].shape[1]
+    assert d["obs"].shape[-1] == d["next_obs"].shape[-1] == width and not d["actions"].any()
+    ended = d["done"].astype(bool)
+    assert ended.any() and (d["next_obs"][ended][:, -1] > 0).all()  # the ended episode's progress, not a reset's 0
+    (tuned,) = commands.cmd_train(
+        [f"runs_root={tmp_path}", "run_name=t", "algo=td3", "guidance=plan", "task=arm_pick_place",
+         "task.action_mode=ee_position", "task.params.layouts=2", *fast_overrides, "task.num_worlds=8",
+         f"algo.prior_data={tmp_path / 'demos.npz'}", "algo.pretrain_updates=20", "algo.bc_weight=10"]
+    )  # fmt: skip
+    assert load_checkpoint(tuned / "checkpoints" / "model_2.pt")["updates"] > 20
