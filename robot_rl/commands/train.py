@@ -145,14 +145,11 @@ def init_checkpoint(cfg: DictConfig) -> Path | None:
 
 
 def _check_resume_ranks(cfg: DictConfig, checkpoint: Path, ranks) -> None:
-    """A run resumes on as many ranks as it was trained on (each rank continues its own RNG streams); an off-policy
-    run resumes in one process (each rank's replay buffer is not saved)."""
+    """A run resumes on as many ranks as it was trained on (each rank continues its own RNG streams and, off-policy,
+    its own replay ring)."""
     from robot_rl.training.checkpoint import load_checkpoint
     from robot_rl.training.distributed import saved_ranks
-    from robot_rl.training.learners import OFF_POLICY
 
-    if ranks.distributed and cfg.algo.name in OFF_POLICY:
-        raise ConfigError(f"resume= of an algo={cfg.algo.name} run is not available under torchrun yet")
     trained_on = saved_ranks(load_checkpoint(checkpoint))
     if trained_on != ranks.world_size:
         how = f"with torchrun --nproc_per_node {trained_on}" if trained_on > 1 else "in one process"
@@ -178,7 +175,7 @@ def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
 
 def _train_one(cfg: DictConfig, overrides: list[str], ranks) -> Path:
     from robot_rl.training import distributed
-    from robot_rl.training.learners import make_trainer, needs_final_observation
+    from robot_rl.training.learners import OFF_POLICY, make_trainer, needs_final_observation
     from robot_rl.training.resume import resume_config
     from robot_rl.training.scalar_log import open_scalar_log
 
@@ -228,7 +225,7 @@ def _train_one(cfg: DictConfig, overrides: list[str], ranks) -> Path:
     trainer = make_trainer(
         env,
         OmegaConf.to_container(cfg.algo, resolve=True),
-        run_dir=run_dir if main else None,
+        run_dir=run_dir if main or cfg.algo.name in OFF_POLICY else None,  # off-policy: every rank saves its ring
         writer=writer,
         config_hash=task_config_hash(cfg.task),
         ranks=ranks,

@@ -109,6 +109,15 @@ def set_rng_state(env, state: dict) -> None:
     env.rng.set_state(state["env"])
 
 
+def restore_rngs(env, checkpoint: dict, ranks: Ranks, fine_tune: bool) -> None:
+    """The RNG streams of a checkpoint: a rank of a torchrun run resumed by as many ranks continues its own
+    (rank_rngs); otherwise rank 0's are restored (robot-rl train refuses to resume a run on another number of
+    ranks: distributed.saved_ranks)."""
+    rank_rngs = checkpoint.get("rank_rngs") or [checkpoint["rng"]]
+    own = not fine_tune and len(rank_rngs) == ranks.world_size
+    set_rng_state(env, rank_rngs[ranks.rank] if own else checkpoint["rng"])
+
+
 def restore_guidance(env, checkpoint: dict) -> None:
     """Put a guided env where the checkpoint's training left it: its gain schedules at that progress and what
     online correction had learned (planned exploration). Other envs have neither and are left as they are."""
@@ -249,11 +258,7 @@ class PPOTrainer:
         self.iteration = int(d["iteration"])
         self.total_steps = int(d["total_steps"])
         self.train_time_s = float(d["train_time_s"])
-        # a rank of a torchrun run resumed by as many ranks continues its own streams; else rank 0's are restored
-        # (robot-rl train refuses to resume a run on another number of ranks: saved_ranks)
-        rank_rngs = d.get("rank_rngs") or [d["rng"]]
-        own = not fine_tune and len(rank_rngs) == self.ranks.world_size
-        set_rng_state(self.env, rank_rngs[self.ranks.rank] if own else d["rng"])
+        restore_rngs(self.env, d, self.ranks, fine_tune)
         restore_guidance(self.env, d)
 
     # -- training ---------------------------------------------------------------------------------

@@ -36,15 +36,21 @@ from robot_rl.training.checkpoint import (
     save_atomic,
     task_record,
 )
-from robot_rl.training.distributed import Ranks, broadcast_from_main, check_in_sync
+from robot_rl.training.distributed import Ranks, broadcast_from_main, check_in_sync, gather_objects
 from robot_rl.training.episode_stats import EpisodeStats, checkpoint_due, learn_result, write_iteration_scalars
 from robot_rl.training.off_policy.agents import Agent, make_agent
 from robot_rl.training.off_policy.config import OffPolicyConfig
 from robot_rl.training.off_policy.prior_data import load_prior
 from robot_rl.training.off_policy.replay import ReplayBuffer
-from robot_rl.training.ppo_trainer import restore_guidance, rng_state, set_rng_state
+from robot_rl.training.ppo_trainer import restore_guidance, restore_rngs, rng_state
 
 REPLAY_FILE = "replay.pt"
+
+
+def replay_file(rank: int) -> str:
+    """Where a rank's replay ring is saved beside the checkpoints: replay.pt for rank 0 (and a one-process run),
+    replay_rank<r>.pt for the other ranks of a torchrun run."""
+    return REPLAY_FILE if rank == 0 else f"replay_rank{rank}.pt"
 
 
 def next_observations(next_obs, dones: torch.Tensor, extras: dict, groups: tuple[str, ...]) -> dict:
@@ -71,7 +77,8 @@ class OffPolicyTrainer:
         ranks: Ranks | None = None,
     ):
         """algo: the algo section (td3 or sac); bad keys or values raise ValueError naming the key. ranks: this
-        process's place in a torchrun run (robot_rl.training.distributed; its process group started)."""
+        process's place in a torchrun run (robot_rl.training.distributed; its process group started); every rank
+        is given the run_dir, where it saves its own replay ring, and rank 0 writes the rest."""
         self.cfg = cfg = OffPolicyConfig.from_dict(algo)
         self.algo_cfg = dict(algo)
         if not env.gives_final_observation:
@@ -99,7 +106,7 @@ class OffPolicyTrainer:
         self.prior: ReplayBuffer | None = None  # algo.prior_data, read when training starts
         self._pending_replay: Path | None = None  # load() found a replay file: learn() restores it
         self.model_summary = f"actor: {self.agent.actor}\ncritic: {self.agent.critic}\n"
-        if self.run_dir is not None and self.run_dir.is_dir():
+        if self.run_dir is not None and self.run_dir.is_dir() and self.ranks.is_main:
             (self.run_dir / "model.txt").write_text(self.model_summary)
         self.iteration = 0
         self.total_steps = 0
@@ -235,7 +242,7 @@ class OffPolicyTrainer:
             tqdm.write(self.resume_note)  # one line on resume: what came back of the replay ring
         self.pretrain(progress)
         if self.run_dir is not None and self.cfg.pretrain_updates and self.iteration == 0:
-            self.save(self.run_dir / "checkpoints" / "model_0.pt")  # the offline policy, before any env step
+            self._checkpoint("model_0.pt")  # the offline policy, before any env step
         obs = env.get_observations()
         episodes = EpisodeStats(env.num_envs)
         bar = tqdm(range(self.iteration, iterations), desc="train", disable=not progress, unit="it", dynamic_ncols=True)
@@ -274,7 +281,7 @@ class OffPolicyTrainer:
                 mean = {k: float(torch.stack(v).mean()) for k, v in losses.items()}  # once per iteration
                 self._log(it, mean, episodes, dt, learn_s, n_updates)
             if self.run_dir is not None and checkpoint_due(self.iteration, save_every, iterations):
-                self.save(self.run_dir / "checkpoints" / f"model_{self.iteration}.pt")
+                self._checkpoint(f"model_{self.iteration}.pt")
         return learn_result(self.iteration, self.total_steps, self.train_time_s, episodes)
 
     def _log(self, it, losses, episodes, dt, learn_s, n_updates) -> None:
@@ -313,6 +320,7 @@ class OffPolicyTrainer:
             "rng": rng,
             "algo": self.algo_cfg,
             "replay": {"file": REPLAY_FILE if self.cfg.save_replay else None, "transitions": len(self.buffer or ())},
+            # the rings of a torchrun run's other ranks: replay_file(rank) each
             RECORD_KEY: self.record.to_dict(),
         }
         guidance = self.env.guidance_state()
@@ -320,13 +328,34 @@ class OffPolicyTrainer:
             d["guidance"] = guidance
         return d
 
-    def save(self, path: Path) -> None:
-        """The replay ring first (replay.pt beside it, tagged with this iteration), then the model file."""
+    def save(self, path: Path, rank_rngs: list[dict] | None = None) -> None:
+        """The replay ring first (replay.pt beside it, tagged with this iteration), then the model file.
+        rank_rngs: every rank's RNG streams in a torchrun run (rank 0 saves them all, so each resumes its own)."""
         path = Path(path)
+        self._save_replay(path.parent)
+        d = self.state_dict()
+        if rank_rngs is not None:
+            d["rank_rngs"] = rank_rngs
+        save_atomic(d, path)
+
+    def _save_replay(self, folder: Path) -> None:
         if self.cfg.save_replay and self.buffer is not None:
             tag = {"iteration": self.iteration, "total_steps": self.total_steps}
-            save_atomic({**tag, "buffer": self.buffer.state_dict()}, path.parent / REPLAY_FILE)
-        save_atomic(self.state_dict(), path)
+            save_atomic({**tag, "buffer": self.buffer.state_dict()}, folder / replay_file(self.ranks.rank))
+
+    def _checkpoint(self, name: str) -> None:
+        """checkpoints/<name>: in a torchrun run every rank writes its own replay ring, then rank 0 the model file
+        with every rank's RNG streams (gathering them waits for every ring, so the model file comes last)."""
+        path = self.run_dir / "checkpoints" / name
+        if not self.ranks.distributed:
+            self.save(path)
+            return
+        self._save_replay(path.parent)
+        rank_rngs = gather_objects(rng_state(self.env))
+        if self.ranks.is_main:
+            d = self.state_dict()
+            d["rank_rngs"] = rank_rngs
+            save_atomic(d, path)
 
     def load(self, path: Path, fine_tune: bool = False) -> None:
         """Continue from a checkpoint (see the module docstring for what comes back of the replay buffer).
@@ -351,7 +380,7 @@ class OffPolicyTrainer:
         self.iteration = int(d["iteration"])
         self.total_steps = int(d["total_steps"])
         self.train_time_s = float(d["train_time_s"])
-        set_rng_state(self.env, d["rng"])
+        restore_rngs(self.env, d, self.ranks, fine_tune)
         if "cuda" in d["rng"] and self.device.type == "cuda":
             torch.cuda.set_rng_state(d["rng"]["cuda"], self.device)
         restore_guidance(self.env, d)
@@ -366,12 +395,13 @@ class OffPolicyTrainer:
         """The replay ring saved with the checkpoint at path (whose iteration and step count this trainer
         holds since load), or a warm restart (empty ring) saying why."""
         d = {"iteration": self.iteration, "total_steps": self.total_steps}
-        replay = path.parent / REPLAY_FILE
+        name = replay_file(self.ranks.rank)
+        replay = path.parent / name
         if not self.cfg.save_replay or not replay.is_file():
-            return f"replay buffer: warm restart (no {REPLAY_FILE}), updates resume after learning_starts"
+            return f"replay buffer: warm restart (no {name}), updates resume after learning_starts"
         r = read_data(replay)
         if not isinstance(r, dict) or r.get("iteration") != d["iteration"] or r.get("total_steps") != d["total_steps"]:
-            return f"replay buffer: warm restart ({REPLAY_FILE} is not of iteration {d['iteration']})"
+            return f"replay buffer: warm restart ({name} is not of iteration {d['iteration']})"
         try:
             self._ensure_buffer().load_state_dict(r["buffer"])
         except (KeyError, ValueError) as e:

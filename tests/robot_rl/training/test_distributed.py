@@ -14,7 +14,7 @@ import torch
 
 from robot_rl import commands
 from robot_rl.config import ConfigError
-from robot_rl.training.checkpoint import load_checkpoint
+from robot_rl.training.checkpoint import load_checkpoint, read_data
 from robot_rl.training.distributed import Ranks, ranks_from_env
 
 
@@ -139,3 +139,30 @@ def test_a_torchrun_run_resumes_on_as_many_ranks_each_with_its_own_streams(tmp_p
                     "train.iterations=1", *common], cwd=tmp_path)  # fmt: skip
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert json.loads((tmp_path / "ft" / "meta.json").read_text())["status"] == "finished"
+
+
+@pytest.mark.slow
+def test_a_torchrun_td3_run_resumes_each_ranks_replay_ring_and_streams(tmp_path):
+    """Every rank saves its own replay ring beside rank 0's checkpoint (with every rank's RNG streams); resumed on 2
+    ranks, each rank restores its own ring: at the next save each ring holds its saved transitions, oldest first,
+    followed by the new ones. (The envs restart from fresh episodes on resume, as in one process.)"""
+    fast = ["task.num_worlds=16", "algo.steps_per_iteration=8", "algo.batch_size=128", "algo.learning_starts=64",
+            "algo.actor_hidden_dims=[32,32]", "algo.critic_hidden_dims=[32,32]", "train.progress=false",
+            "train.save_every=1", "backend.nthread=1"]  # fmt: skip
+    res = torchrun(["-m", "robot_rl.cli", "train", f"runs_root={tmp_path}", "run_name=td3", "algo=td3",
+                    "train.iterations=2", *fast], cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    checkpoints = tmp_path / "td3" / "checkpoints"
+    saved = [read_data(checkpoints / name) for name in ("replay.pt", "replay_rank1.pt")]
+    assert all(r["iteration"] == 2 and r["buffer"]["filled"] == 2 * 8 for r in saved)
+    assert not torch.equal(saved[0]["buffer"]["data"]["obs"], saved[1]["buffer"]["data"]["obs"])  # each its own
+    assert len(load_checkpoint(checkpoints / "model_2.pt")["rank_rngs"]) == 2
+    res = torchrun(["-m", "robot_rl.cli", "train", f"resume={tmp_path / 'td3'}", "train.iterations=3",
+                    "resume_finished=true"], cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert res.stdout.count("replay buffer: 256 transitions restored") == 2, res.stdout  # both ranks, 16 x 16
+    for before, name in zip(saved, ("replay.pt", "replay_rank1.pt"), strict=True):
+        after = read_data(checkpoints / name)
+        assert after["iteration"] == 3 and after["buffer"]["filled"] == 3 * 8
+        for k, v in before["buffer"]["data"].items():
+            assert torch.equal(after["buffer"]["data"][k][: 2 * 8], v), (name, k)
