@@ -5,6 +5,7 @@ against them, and the policy killed with the DAMP fallback awaited."""
 from __future__ import annotations
 
 import signal
+import time
 from collections import Counter
 
 import numpy as np
@@ -22,9 +23,17 @@ def safety_parameters(obs, names=ENFORCED, node: str = "safety", timeout_s: floa
     client = obs.node.create_client(GetParameters, f"{node}/get_parameters")
     if not obs.spin_until(client.service_is_ready, timeout_s):
         raise RuntimeError(f"no parameter service from {node} within {timeout_s:.0f} s")
-    fut = client.call_async(GetParameters.Request(names=list(names)))
-    if not obs.spin_until(fut.done, timeout_s):
-        raise RuntimeError(f"{node} did not answer get_parameters within {timeout_s:.0f} s")
+    # A service is "ready" once its request reader is matched; a request sent before the server has matched our
+    # response reader gets an answer that is never delivered (a DDS discovery race, more likely on a loaded
+    # machine: a CI run waited 20 s on one). So a request unanswered for 2 s is sent again.
+    deadline = time.monotonic() + timeout_s
+    while True:
+        fut = client.call_async(GetParameters.Request(names=list(names)))
+        if obs.spin_until(fut.done, min(2.0, max(0.0, deadline - time.monotonic()))):
+            break
+        client.remove_pending_request(fut)
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"{node} did not answer get_parameters within {timeout_s:.0f} s")
     values = [parameter_value_to_python(v) for v in fut.result().values]
     arrays = {
         k: np.asarray(v, dtype=np.float64) if isinstance(v, list) else v for k, v in zip(names, values, strict=True)

@@ -126,7 +126,7 @@ class OffPolicyTrainer:
 
     @torch.no_grad()
     def state_values(self, obs) -> torch.Tensor:
-        """V(s) = min over the twin critics of Q(s, actor(s)), per world (n, 1)."""
+        """V(s) = min over the twin critics of Q(s, actor(s)), per world (n,)."""
         p = obs["policy"].to(self.device, torch.float32)
         c = obs["critic"].to(self.device, torch.float32) if self.asymmetric else None
         x, xc = self._normalized(p, c)
@@ -328,15 +328,11 @@ class OffPolicyTrainer:
             d["guidance"] = guidance
         return d
 
-    def save(self, path: Path, rank_rngs: list[dict] | None = None) -> None:
-        """The replay ring first (replay.pt beside it, tagged with this iteration), then the model file.
-        rank_rngs: every rank's RNG streams in a torchrun run (rank 0 saves them all, so each resumes its own)."""
+    def save(self, path: Path) -> None:
+        """The replay ring first (replay.pt beside it, tagged with this iteration), then the model file."""
         path = Path(path)
         self._save_replay(path.parent)
-        d = self.state_dict()
-        if rank_rngs is not None:
-            d["rank_rngs"] = rank_rngs
-        save_atomic(d, path)
+        save_atomic(self.state_dict(), path)
 
     def _save_replay(self, folder: Path) -> None:
         if self.cfg.save_replay and self.buffer is not None:
@@ -353,9 +349,7 @@ class OffPolicyTrainer:
         self._save_replay(path.parent)
         rank_rngs = gather_objects(rng_state(self.env))
         if self.ranks.is_main:
-            d = self.state_dict()
-            d["rank_rngs"] = rank_rngs
-            save_atomic(d, path)
+            save_atomic({**self.state_dict(), "rank_rngs": rank_rngs}, path)
 
     def load(self, path: Path, fine_tune: bool = False) -> None:
         """Continue from a checkpoint (see the module docstring for what comes back of the replay buffer).
