@@ -112,6 +112,13 @@ def sitl_flights(run: Path, flights: int, hidden: dict) -> dict:
             "error_m": float(np.median([f["final_error_m"] for f in done]))}  # fmt: skip
 
 
+def pooled(runs: list[dict], key: str) -> tuple[tuple[int, int], float]:
+    """(successes, episodes) of every run's `key` evaluation together, and their rate."""
+    ok = sum(round(r[key]["success"] * r[key]["episodes"]) for r in runs)
+    n = sum(r[key]["episodes"] for r in runs)
+    return (ok, n), ok / n
+
+
 def table(results: dict, command: str) -> str:
     rows = ["| run | standard | hidden robot, simulation | hidden robot, SITL through the nodes | drop std -> SITL |",
             "| --- | --- | --- | --- | --- |"]  # fmt: skip
@@ -128,14 +135,10 @@ def table(results: dict, command: str) -> str:
         runs = [r for n, r in results.items() if n.startswith(variant)]
         if not runs:
             continue
-        std_ok = sum(round(r["standard"]["success"] * r["standard"]["episodes"]) for r in runs)
-        std_n = sum(r["standard"]["episodes"] for r in runs)
-        sim_ok = sum(round(r["hidden_sim"]["success"] * r["hidden_sim"]["episodes"]) for r in runs)
-        sim_n = sum(r["hidden_sim"]["episodes"] for r in runs)
-        sitl_ok = sum(round(r["hidden_sitl"]["success"] * r["hidden_sitl"]["episodes"]) for r in runs)
-        sitl_n = sum(r["hidden_sitl"]["episodes"] for r in runs)
+        (_, std_rate), (_, sim_rate), ((sitl_ok, sitl_n), sitl_rate) = (
+            pooled(runs, k) for k in ("standard", "hidden_sim", "hidden_sitl")
+        )
         lo, hi = wilson_interval(sitl_ok, sitl_n)
-        std_rate, sim_rate, sitl_rate = std_ok / std_n, sim_ok / sim_n, sitl_ok / sitl_n
         rows.append(f"| **{variant}, {len(runs)} seeds pooled** | {std_rate:.3f} | {sim_rate:.3f} | {sitl_rate:.3f} "
                     f"[{lo:.3f}, {hi:.3f}] (n={sitl_n}) | {(std_rate - sitl_rate) * 100:+.1f} points |")  # fmt: skip
     return "\n".join(rows) + f"\n\nCommand: `{command}`\n"
