@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from tensordict import TensorDict
 
+from robot_conventions import plan_geometry as geometry
 from robot_rl.guidance.keypoint_reward import body_point
 from robot_rl.guidance.model_client import ModelClient
 from robot_rl.guidance.plan.config import PlanGuidanceConfig
@@ -36,8 +37,8 @@ from robot_rl.guidance.plan.planners import make_planner
 from robot_rl.guidance.plan.records import checkpoint_state, plan_summary, restore_checkpoint_state
 from robot_rl.guidance.plan.replanning import replan
 from robot_rl.guidance.plan.scene import Scene, scene_from_identity
-from robot_rl.guidance.plan.schema import MAX_SUBGOALS, SKILLS, Plan
-from robot_rl.guidance.plan.subgoals import PlanTables, subgoal_achieved, subgoal_target, waypoint
+from robot_rl.guidance.plan.schema import MAX_SUBGOALS, Plan
+from robot_rl.guidance.plan.subgoals import PlanTables, subgoal_achieved, subgoal_target
 from robot_rl.guidance.plan.validation import validate_plan
 from robot_rl.guidance.plan.verification import PlanVerifier
 from robot_rl.guidance.plan.wrong_plans import inject_wrong_options
@@ -72,7 +73,7 @@ class PlanGuidedEnv(EnvWrapper):
         )
         n = task.n
         self.timeout = max(1, int(round(cfg.subgoal_timeout_s / task.control_dt)))
-        self.scale_xyz = task.act_scale[:3]
+        self.scale_xyz = task.act_scale[:3].numpy()
         view = task.scene_view()
         self.surface = (view.table_z, view.object_half_height)
         self.tables = PlanTables(task.layouts)
@@ -223,14 +224,13 @@ class PlanGuidedEnv(EnvWrapper):
         """Target, gripper command and descend of the current subgoals and options (after either changed)."""
         self.target, self.grip = self._subgoal_target()
 
-    def waypoint(self) -> torch.Tensor:
-        """Where the TCP heads now (see subgoals.waypoint)."""
-        return waypoint(self.task.tcp_pos, self.target, self.descend)
-
     def base_action(self) -> torch.Tensor:
         self.refresh_target()
         a = torch.zeros(self.task.n, self.task.num_actions, dtype=torch.float64)
-        a[:, :3] = (self.cfg.approach_gain * (self.waypoint() - self.task.tcp_pos) / self.scale_xyz).clamp(-1.0, 1.0)
+        step = geometry.approach_step(
+            self.task.tcp_pos.numpy(), self.target.numpy(), self.descend.numpy(), self.cfg.approach_gain, self.scale_xyz
+        )
+        a[:, :3] = torch.from_numpy(step)
         a[:, -1] = self.grip
         return a
 
@@ -238,11 +238,15 @@ class PlanGuidedEnv(EnvWrapper):
     def plan_features(self) -> torch.Tensor:
         lay = self.task.layout_id
         n_sub = self.tables.n_sub[lay]
-        onehot = torch.nn.functional.one_hot(self.tables.skill[lay, self.sub.clamp(max=MAX_SUBGOALS - 1)], len(SKILLS))
-        onehot = onehot.double() * (self.sub < n_sub).double().unsqueeze(1)
-        rel = ((self.target - self.task.tcp_pos) / 0.3).clamp(-1.0, 1.0)
-        progress = self.sub.double() / n_sub.double().clamp(min=1)
-        features = [rel, onehot, self.grip.unsqueeze(1), progress.unsqueeze(1)]
+        features = geometry.plan_features(
+            self.tables.skill[lay, self.sub.clamp(max=MAX_SUBGOALS - 1)].numpy(),
+            (self.sub < n_sub).numpy(),
+            self.target.numpy(),
+            self.task.tcp_pos.numpy(),
+            self.grip.numpy(),
+            (self.sub.double() / n_sub.double().clamp(min=1)).numpy(),
+        )
+        features = [torch.from_numpy(features)]
         if self.num_corrections:
             # the plan's own (uncorrected) estimate of the object it moves against the object as the policy
             # observes it (the task's raw state, with its noise), in units of the largest shift
@@ -333,7 +337,11 @@ class PlanGuidedEnv(EnvWrapper):
         if restart.any():
             self._choose(restart.nonzero().flatten())
         if dones.any():
-            self._start_worlds(dones.nonzero().flatten())
+            started = dones.nonzero().flatten()
+            self._start_worlds(started)
+            # a new episode's first observation shows its own first target, as after reset() (and at deployment)
+            target, grip = self._subgoal_target()
+            self.target[started], self.grip[started] = target[started], grip[started]
         self._maybe_replan()
 
     # -- records (see records.py) -----------------------------------------------------------------

@@ -30,9 +30,8 @@ import math
 
 from pydantic import BaseModel, Field
 
-SKILLS = ("reach", "grasp", "lift", "transport", "place", "release", "push")
-POINTS = ("center", "top", "behind", "front", "left", "right")
-APPROACHES = ("top", "side", "front")
+from robot_conventions.plan_geometry import APPROACHES, POINTS, SKILLS
+
 MAX_HEIGHT_M = 0.3
 MAX_SUBGOALS = 12
 MAX_OPTIONS = 6
