@@ -56,8 +56,9 @@ class GuidanceHooks:
     learns_online = False  # True: guidance_state() changes during training and checkpoints carry it
     value_fn = None  # the learner sets it: critic values of observations (planned exploration reads it)
 
-    def set_progress(self, env_steps: int) -> None:
-        """Training progress in env steps (for guidance schedules), on resume and before evaluation."""
+    def set_progress(self, env_steps: int, hold: bool = False) -> None:
+        """Training progress in env steps (for guidance schedules), on resume and before evaluation (hold=True:
+        the schedule stays there while the env steps, as the evaluated checkpoint had it)."""
 
     def guidance_state(self) -> dict | None:
         """What guidance learned online, to store in a checkpoint (None: nothing)."""

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import torch
+from omegaconf import open_dict
 
 from robot_rl.commands.common import index_run, load_actor, run_config, split_options
 from robot_rl.config import ConfigError
@@ -32,10 +33,15 @@ def cmd_eval(args: list[str]) -> dict:
     )
 
 
-def evaluation_env(cfg):
+def evaluation_env(cfg, guidance: bool = True):
     """The evaluation's env: one world per episode, the fixed eval seed and conditions (cfg.eval). Built the same
-    way, it replays an evaluation exactly (play episode=)."""
+    way, it replays an evaluation exactly (play episode=). guidance=False leaves out a plan controller (a
+    plan-guided bundle brings its own)."""
     e = cfg.eval
+    if not guidance and cfg.get("guidance") is not None:
+        cfg = cfg.copy()
+        with open_dict(cfg):
+            cfg.guidance = None
     return make_env(
         cfg,
         num_worlds=int(e.episodes),
@@ -69,21 +75,23 @@ def evaluate_run(
     kind = policy if policy != "trained" else "bundle" if use_bundle else "checkpoint"
     cfg = run_config(run_dir, list(overrides))
     e = cfg.eval
-    env = evaluation_env(cfg)
     if kind in ("zero", "corrected_plan"):
+        env = evaluation_env(cfg)
         act = lambda env: torch.zeros(env.num_envs, env.num_actions)  # noqa: E731
     elif kind == "bundle":
         from robot_rl.deploy import PolicyRuntime
 
         runtime = PolicyRuntime(run_dir / "bundle")
+        env = evaluation_env(cfg, guidance=runtime.plan is None)  # a plan-guided bundle runs its own plan
         swarm = "swarm" in runtime.bundle.extra  # one drone's policy: every drone of every world runs it
         act = swarm_deploy_policy(runtime, int(e.seed)) if swarm else deploy_policy(runtime)
     else:
+        env = evaluation_env(cfg)
         actor, _ = load_actor(cfg, run_dir, checkpoint)
         act = torch_policy(actor)
     path = Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)
     if env.learns_online and kind != "zero":  # the options as the checkpoint left them
-        restore_guidance(env, load_checkpoint(path, expect=task_record(env.task)))
+        restore_guidance(env, load_checkpoint(path, expect=task_record(env.task)), evaluation=True)
     # what was evaluated: the checkpoint (a bundle records the one it was exported from), or none for zero actions
     evaluated = _relative(path, run_dir) if kind in ("checkpoint", "corrected_plan") else None
     if kind == "bundle":

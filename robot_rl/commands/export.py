@@ -34,12 +34,17 @@ def export_run(run_dir: Path, checkpoint: str | None = None, leapp: bool = False
     from robot_rl.export.bundle_export import export_bundle
 
     cfg = run_config(run_dir, [])
-    if cfg.get("guidance") is not None and cfg.guidance.name == "plan":
-        raise ConfigError(
-            "plan-guided policies act as residuals on the plan controller, which bundles do not carry "
-            "yet: export is not available for guidance=plan runs"
-        )
     actor, env = load_actor(cfg, run_dir, checkpoint)
+    plan = None
+    if cfg.get("guidance") is not None and cfg.guidance.name == "plan":
+        from robot_rl.export.plan_export import plan_spec
+
+        if leapp:
+            raise ConfigError("format=leapp: a LEAPP pipeline carries the network only, not the plan controller")
+        try:
+            plan = plan_spec(env)  # the bundle carries the plan controller the policy's residual acts on
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     meta = read_meta(run_dir)
     source = {
         "run": run_dir.name,
@@ -48,11 +53,12 @@ def export_run(run_dir: Path, checkpoint: str | None = None, leapp: bool = False
         "versions": package_versions(),
         "exported_at": now_iso(),
     }
-    bundle = export_bundle(actor, env.task, run_dir / "bundle", source)
+    bundle = export_bundle(actor, env.task, run_dir / "bundle", source, plan=plan)
     load_bundle(bundle.path)  # what a robot will do first: refuse a bundle that does not validate
+    with_plan = f", with the plan controller and {len(plan.plans)} plans" if plan is not None else ""
     print(
         f"exported {bundle.path}/policy.onnx + policy.yaml ({bundle.obs_dim} obs -> {bundle.action_dim} "
-        f"{bundle.action.mode} actions at {bundle.control_rate_hz:.0f} Hz)"
+        f"{bundle.action.mode} actions at {bundle.control_rate_hz:.0f} Hz{with_plan})"
     )
     if leapp:
         pipeline = export_leapp_pipeline(actor, env, run_dir / "leapp")

@@ -19,6 +19,7 @@ import yaml
 
 from robot_rl.deploy.arm_ik import ARM_ACTION_MODES, ArmController
 from robot_rl.deploy.observation import Integrator, ObsTerm
+from robot_rl.deploy.plan_executor import PLAN_FEATURES_INPUT, PlanSpec, PlanSpecError
 
 SCHEMA_VERSION = 2  # 2: integrity hash over policy.onnx + policy.yaml (1 hashed policy.onnx only)
 ACTION_MODES = ("rpyt", "ctbr", "motors", "joint_position", *ARM_ACTION_MODES)
@@ -89,6 +90,7 @@ class PolicyBundle:
     source: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     state: list[RecurrentState] = field(default_factory=list)  # empty for a memoryless policy
+    plan: PlanSpec | None = None  # a plan-guided policy's plan controller (plan_executor); None for the others
 
     @property
     def obs_dim(self) -> int:
@@ -118,6 +120,8 @@ class PolicyBundle:
             "normalizer": self.normalizer,
             "source": self.source,
             "extra": self.extra,
+            # only plan-guided bundles carry the key: every other bundle's YAML stays as it was
+            **({"plan": self.plan.to_dict()} if self.plan is not None else {}),
         }
 
     def _onnx_dict(self) -> dict:
@@ -206,7 +210,10 @@ def load_bundle(path: str | Path, check_onnx: bool = True) -> PolicyBundle:
             source=doc.get("source") or {},
             extra=doc.get("extra") or {},
             state=[RecurrentState.from_dict(x) for x in onnx.get("state") or []],
+            plan=PlanSpec.from_dict(doc["plan"]) if doc.get("plan") is not None else None,
         )
+    except PlanSpecError as e:
+        raise BundleError(f"{yaml_path}: {e}") from None
     except BundleError:
         raise
     except (KeyError, TypeError, ValueError) as e:
@@ -235,6 +242,7 @@ def load_bundle(path: str | Path, check_onnx: bool = True) -> PolicyBundle:
     check_semantics(bundle, yaml_path)
     if bundle.action.mode in ARM_ACTION_MODES:
         _check_arm(bundle, yaml_path)
+    _check_plan(bundle, yaml_path)
     if check_onnx:
         _check_onnx_io(bundle)
     return bundle
@@ -334,6 +342,19 @@ def check_state_io(bundle: PolicyBundle, session) -> None:
     extra = sorted(set(inputs) - {s.input for s in bundle.state})
     if extra:
         raise BundleError(f"{bundle.onnx_path.name} has inputs policy.yaml does not feed: {', '.join(extra)}")
+
+
+def _check_plan(bundle: PolicyBundle, yaml_path: Path) -> None:
+    """A plan-guided bundle drives the TCP and observes the plan features; no other bundle reads them."""
+    reads = any(PLAN_FEATURES_INPUT in t.inputs for t in bundle.observation)
+    if bundle.plan is None:
+        if reads:
+            raise BundleError(f"{yaml_path}: the observation reads {PLAN_FEATURES_INPUT} but there is no plan section")
+        return
+    if bundle.action.mode not in ("ee_position", "ee_pose"):
+        raise BundleError(f"{yaml_path}: a plan drives the TCP (ee_position or ee_pose), not {bundle.action.mode}")
+    if not reads:
+        raise BundleError(f"{yaml_path}: a plan-guided policy observes {PLAN_FEATURES_INPUT}; no term reads it")
 
 
 def _check_arm(bundle: PolicyBundle, yaml_path: Path) -> None:

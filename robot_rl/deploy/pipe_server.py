@@ -3,7 +3,9 @@
 Lets any process (a simulator in another environment, a test harness, a non-ROS robot stack)
 drive the deploy runtime without importing it. Frames are an 8-byte little-endian length followed
 by an .npz payload; a request holds raw-state arrays (batched or not), the reply holds
-'policy_action' (policy space, clipped to [-1, 1]) and 'command' (robot units).
+'policy_action' (policy space, clipped to [-1, 1]) and 'command' (robot units). For a plan-guided bundle a
+request may add 'episode_start' (bool per robot: its episode begins now) and 'plan_index' (which of the bundle's
+plans it follows); 'policy_action' is then the plan's action plus the policy's residual.
 
     python -m robot_rl.deploy.pipe_server path/to/bundle
 """
@@ -43,8 +45,11 @@ def serve(bundle_dir: str, inp: BinaryIO, out: BinaryIO) -> int:
     runtime = PolicyRuntime(bundle_dir)
     while (raw := read_frame(inp)) is not None:
         try:
-            obs = runtime.observation(raw, update="goal_error_integral" not in raw)
-            action = np.clip(runtime.policy(obs).astype(np.float64), -1.0, 1.0)
+            if runtime.plan is not None:
+                action = runtime.policy_actions(raw, raw.get("episode_start"), raw.get("plan_index"))
+            else:
+                obs = runtime.observation(raw, update="goal_error_integral" not in raw)
+                action = np.clip(runtime.policy(obs).astype(np.float64), -1.0, 1.0)
             write_frame(out, {"policy_action": action, "command": runtime.bundle.action.to_raw(action)})
         except ValueError as e:
             write_frame(out, {"error": np.array(str(e))})

@@ -9,6 +9,7 @@ import numpy as np
 from robot_rl.deploy.arm_ik import ARM_ACTION_MODES, ArmController
 from robot_rl.deploy.bundle import BundleError, PolicyBundle, check_state_io, load_bundle
 from robot_rl.deploy.observation import build_observation
+from robot_rl.deploy.plan_executor import PLAN_FEATURES_INPUT, PlanExecutor
 
 
 def make_session(onnx_path: Path, threads: int = 1):
@@ -31,7 +32,10 @@ class PolicyRuntime:
 
     The last policy action (in policy space) is kept and offered to the layout as 'last_action',
     as in training. For an arm bundle (ee_pose, ee_position, joint actions) act() goes on through
-    the bundle's IK to joint position targets, as the simulator's task does (see arm_ik).
+    the bundle's IK to joint position targets, as the simulator's task does (see arm_ik). A plan-guided
+    bundle runs its plan controller (plan_executor) around the network: the plan's features go into the
+    observation, the network's output is a residual on the plan's action, and the sum is the action
+    (start_plan() picks which of the bundle's plans; reset() restarts it).
     """
 
     def __init__(self, bundle: PolicyBundle | str | Path):
@@ -70,6 +74,8 @@ class PolicyRuntime:
                 self.arm = ArmController.from_bundle(self.bundle.action.mode, self.bundle.extra)
             except ValueError as e:
                 raise BundleError(str(e)) from None
+        self.plan: PlanExecutor | None = PlanExecutor(self.bundle.plan) if self.bundle.plan is not None else None
+        self.plan_index = 0
 
     def _initial_state(self) -> dict[str, np.ndarray]:
         return {s.input: np.asarray(s.initial, dtype=np.float32)[None] for s in self.bundle.state}
@@ -83,6 +89,17 @@ class PolicyRuntime:
         self.hold_integrators()
         if self.arm is not None:
             self.arm.reset()
+        if self.plan is not None:
+            self.plan = PlanExecutor(self.bundle.plan)
+            self.plan.start(plan_index=self.plan_index)
+
+    def start_plan(self, plan_index: int) -> None:
+        """A plan-guided bundle: follow the bundle's plan `plan_index` from its first subgoal (an episode starts)."""
+        if self.plan is None:
+            raise ValueError("this bundle has no plan: it is not a plan-guided policy")
+        self.plan_index = int(plan_index)
+        self.plan = PlanExecutor(self.bundle.plan)
+        self.plan.start(plan_index=self.plan_index)
 
     def hold_integrators(self) -> None:
         """Restart the integrators at zero: while something else holds the robot (a safety node's pre-arm checks),
@@ -102,7 +119,31 @@ class PolicyRuntime:
                 if update:
                     self.integrals[integ.name] = integ.update(self.integrals[integ.name], raw, self.dt)
                 raw[integ.name] = self.integrals[integ.name]
+        if self.plan is not None and PLAN_FEATURES_INPUT not in raw:
+            raw[PLAN_FEATURES_INPUT] = self._plan_for(raw).observe(raw, advance=update)
         return build_observation(self.bundle.observation, raw)
+
+    def _plan_for(self, raw: dict[str, np.ndarray]) -> PlanExecutor:
+        """The executor of as many robots as raw holds (a simulator's batch gets one of its own at its first call)."""
+        n = np.asarray(raw["ee_position"]).reshape(-1, 3).shape[0]
+        if self.plan.n != n:
+            self.plan = PlanExecutor(self.bundle.plan, n)
+            self.plan.start(plan_index=self.plan_index)
+        return self.plan
+
+    def policy_actions(
+        self, raw: dict[str, np.ndarray], episode_start: np.ndarray | None = None, plan_index: np.ndarray | None = None
+    ) -> np.ndarray:
+        """What a simulator driving a batch of robots applies: policy-space actions (n, A) from raw state (batched),
+        clipped to [-1, 1], the integrators left to the caller (raw carries them). A plan-guided bundle adds its
+        plan's action: robots flagged in episode_start (n,) begin plan_index's plan (n,) first."""
+        if self.plan is None:
+            return np.clip(self.policy(self.observation(raw)).astype(np.float64), -1.0, 1.0)
+        plan = self._plan_for(raw)
+        if episode_start is not None:
+            plan.start(np.asarray(episode_start, dtype=bool), 0 if plan_index is None else plan_index)
+        residual = np.clip(self.policy(self.observation(raw, update=True)).astype(np.float64), -1.0, 1.0)
+        return plan.action(raw, residual)
 
     def policy(self, obs: np.ndarray) -> np.ndarray:
         """Raw network output for a (batch, obs_dim) or (obs_dim,) float32 observation. A bundle with recurrent
@@ -130,6 +171,8 @@ class PolicyRuntime:
         a = np.clip(self.policy(obs).astype(np.float64), -1.0, 1.0)
         if not np.all(np.isfinite(a)):
             raise ValueError("policy produced a non-finite action")
+        if self.plan is not None:  # the network's output is a residual on the plan's action
+            a = self.plan.action(raw, a)[0]
         self.last_action = a
         self.last_command = self.bundle.action.to_raw(a)
         if self.arm is None:

@@ -34,10 +34,17 @@ def deploy_policy(runtime) -> Policy:
 
     def act(env) -> torch.Tensor:
         raw = {k: v.numpy() for k, v in env.task.last_raw.items()}
-        obs = runtime.observation(raw)
-        return torch.from_numpy(np.clip(runtime.policy(obs), -1.0, 1.0).astype(np.float64))
+        return torch.from_numpy(runtime.policy_actions(raw, **episode_info(env)))
 
     return act
+
+
+def episode_info(env) -> dict[str, np.ndarray]:
+    """Which worlds begin an episode now and which layout each is in: what a plan-guided bundle's executor needs
+    to start each world's plan (the bundle carries one plan per layout of the run's pool)."""
+    start = (env.episode_length_buf == 0).numpy()
+    layouts = env.task.layout_id.numpy() if env.task.pool is not None else None  # a task with a layout pool
+    return {"episode_start": start, "plan_index": layouts}
 
 
 def swarm_deploy_policy(runtime, seed: int = 0) -> Policy:
@@ -165,7 +172,8 @@ def pipe_policy(proc) -> Policy:
     from robot_rl.deploy.pipe_server import read_frame, write_frame
 
     def act(env) -> torch.Tensor:
-        write_frame(proc.stdin, {k: v.numpy() for k, v in env.task.last_raw.items()})
+        info = {k: v for k, v in episode_info(env).items() if v is not None}
+        write_frame(proc.stdin, {**{k: v.numpy() for k, v in env.task.last_raw.items()}, **info})
         reply = read_frame(proc.stdout)
         if reply is None or "error" in reply:
             raise RuntimeError(f"deploy runtime failed: {None if reply is None else reply['error']}")

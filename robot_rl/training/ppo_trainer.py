@@ -118,10 +118,11 @@ def restore_rngs(env, checkpoint: dict, ranks: Ranks, fine_tune: bool) -> None:
     set_rng_state(env, rank_rngs[ranks.rank] if own else checkpoint["rng"])
 
 
-def restore_guidance(env, checkpoint: dict) -> None:
+def restore_guidance(env, checkpoint: dict, evaluation: bool = False) -> None:
     """Put a guided env where the checkpoint's training left it: its gain schedules at that progress and what
-    online correction had learned (planned exploration). Other envs have neither and are left as they are."""
-    env.set_progress(int(checkpoint["total_steps"]))
+    online correction had learned (planned exploration). Other envs have neither and are left as they are.
+    evaluation=True: the schedules hold there (training moves them on)."""
+    env.set_progress(int(checkpoint["total_steps"]), hold=evaluation)
     if "guidance" in checkpoint:
         env.load_guidance_state(checkpoint["guidance"])
 

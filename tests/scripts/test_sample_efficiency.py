@@ -57,7 +57,7 @@ def test_sweep_resumes_and_skips_finished_runs(tmp_path, monkeypatch, load_scrip
 
     restored, real_restore = [], trainer_module.restore_guidance
     monkeypatch.setattr(
-        trainer_module, "restore_guidance", lambda env, ck: restored.append(ck) or real_restore(env, ck)
+        trainer_module, "restore_guidance", lambda env, ck, **kw: restored.append(ck) or real_restore(env, ck, **kw)
     )
     for policy in ("corrected_plan", "zero"):  # the learned options are loaded for the corrected plan only
         sweep.commands.evaluate_run(tmp_path / "sweep" / "plan_s0", ["eval.episodes=8"], policy=policy)

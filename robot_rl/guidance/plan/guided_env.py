@@ -109,6 +109,7 @@ class PlanGuidedEnv(EnvWrapper):
         self.steps = 0
         self.last_action: torch.Tensor | None = None  # the last step's applied action (step())
         self.env_steps = 0  # training progress for the gain schedule; set_progress() on resume / evaluation
+        self.schedule_held = False  # set_progress(hold=True): evaluation, the gains stay the checkpoint's
         self.achieved_total = torch.zeros(MAX_SUBGOALS, dtype=torch.long)
         self._final_features: torch.Tensor | None = None  # the ended worlds' plan features (final observations)
         env.episode_end_hooks.append(self._keep_final_features)
@@ -288,7 +289,8 @@ class PlanGuidedEnv(EnvWrapper):
         base_gain, k = self.cfg.gains(self.env_steps)
         a = (base_gain * self.base_action() + k * a_rl).clamp(-1.0, 1.0)
         self.last_action = a  # what the wrapped env took: a demonstration in its action space (robot-rl collect)
-        self.env_steps += self.num_envs
+        if not self.schedule_held:
+            self.env_steps += self.num_envs
         lay_before = self.task.layout_id.clone()
         _, reward, dones, extras = self.env.step(a)
         if "final_observation" in extras:
@@ -355,9 +357,11 @@ class PlanGuidedEnv(EnvWrapper):
     def load_guidance_state(self, state: dict) -> None:
         restore_checkpoint_state(self, state)
 
-    def set_progress(self, env_steps: int) -> None:
-        """Place the gain schedule at a checkpoint's training progress (resumed training, evaluation)."""
+    def set_progress(self, env_steps: int, hold: bool = False) -> None:
+        """Place the gain schedule at a checkpoint's training progress (resumed training, evaluation); hold=True
+        keeps it there while the env steps (an evaluation acts with the checkpoint's gains, as its bundle does)."""
         self.env_steps = int(env_steps)
+        self.schedule_held = hold
 
     def save_guidance(self, out_dir: Path) -> Path:
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -138,6 +138,13 @@ class OptionSelector:
         s.successes += int(bool(success))
         s.streak = 0 if success else s.streak + 1
 
+    def success_estimates(self, layout: int, subgoal: int, n_options: int) -> list[float]:
+        """Each option's Laplace-smoothed measured success rate (s + 1) / (n + 2); 0.5 for one never reported."""
+        stats = self.stats.get((int(layout), int(subgoal)))
+        if stats is None or len(stats) != n_options:
+            return [0.5] * n_options
+        return [(s.successes + 1) / (s.tries + 2) for s in stats]
+
     def probabilities(self, layout: int, subgoal: int, n_options: int) -> list[float]:
         """Current preference as a distribution, for logging and the dashboard (not used to choose).
 
@@ -150,7 +157,7 @@ class OptionSelector:
         if stats is None or len(stats) != n_options:
             return [1.0 / n_options] * n_options
         if self.rule == "bandit":
-            scores = [(s.successes + 1) / (s.tries + 2) for s in stats]
+            scores = self.success_estimates(layout, subgoal, n_options)
         else:
             scores = self._scores(key, stats, self.last_values.get(key))
         top = max(scores)
