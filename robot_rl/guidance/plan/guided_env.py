@@ -16,7 +16,8 @@ skill, target relative to the TCP, gripper command) is appended to the observati
 With the wrapped env's final_observation on, ended episodes' final observations carry their plan features too
 (taken before the reset), so the off-policy learners bootstrap time-outs here as on a plain env.
 
-Plan-guided policies need this controller at deployment too; bundles do not carry it yet.
+Plan-guided policies need this controller at deployment too: their bundles carry it (export.plan_export), and
+the deploy runtime's plan executor runs it with the same geometry (robot_conventions.plan_geometry).
 """
 
 from __future__ import annotations
