@@ -50,12 +50,30 @@ def base_venv(tmp_path_factory) -> Path:
     return py
 
 
+def evaluate_served(python: Path, bundle: Path, env, cwd: Path) -> dict:
+    """evaluate() with the actions of `python -m robot_rl.deploy.pipe_server bundle` run by that interpreter."""
+    from robot_rl.evaluation.evaluate import evaluate, pipe_policy
+
+    # cwd: not the repo, the base venv must not see our sources
+    proc = subprocess.Popen(
+        [str(python), "-m", "robot_rl.deploy.pipe_server", str(bundle)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=cwd,
+    )
+    try:
+        return evaluate(env, pipe_policy(proc), progress=False)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+
 def test_deploy_runtime_in_base_venv_matches_torch(base_venv, tmp_path):
     from omegaconf import OmegaConf
 
     from robot_rl.commands.common import load_actor
     from robot_rl.envs import make_env
-    from robot_rl.evaluation.evaluate import evaluate, pipe_policy, torch_policy
+    from robot_rl.evaluation.evaluate import evaluate, torch_policy
     from robot_rl.export.bundle_export import export_bundle
 
     run = tmp_path / "run"
@@ -70,17 +88,7 @@ def test_deploy_runtime_in_base_venv_matches_torch(base_venv, tmp_path):
         return make_env(cfg, num_worlds=256, seed=777, pushes=False)
 
     torch_result = evaluate(env(), torch_policy(actor), progress=False)
-    proc = subprocess.Popen(
-        [str(base_venv), "-m", "robot_rl.deploy.pipe_server", str(bundle.path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        cwd=tmp_path,  # not the repo: the base venv must not see our sources
-    )
-    try:
-        onnx_result = evaluate(env(), pipe_policy(proc), progress=False)
-    finally:
-        proc.stdin.close()
-        proc.wait(timeout=30)
+    onnx_result = evaluate_served(base_venv, bundle.path, env(), tmp_path)
     s_torch = torch_result["metrics"]["success_rate"]
     s_onnx = onnx_result["metrics"]["success_rate"]
     print(f"success torch {s_torch:.3f} vs deploy runtime {s_onnx:.3f} over 256 episodes")
@@ -103,7 +111,7 @@ def test_plan_guided_bundle_in_base_venv_matches_torch(base_venv, tmp_path):
     from robot_rl.commands.common import load_actor
     from robot_rl.commands.evaluate import evaluation_env
     from robot_rl.commands.export import export_run
-    from robot_rl.evaluation.evaluate import evaluate, pipe_policy, torch_policy
+    from robot_rl.evaluation.evaluate import evaluate, torch_policy
     from robot_rl.training.checkpoint import load_checkpoint, task_record
     from robot_rl.training.ppo_trainer import restore_guidance
 
@@ -122,17 +130,7 @@ def test_plan_guided_bundle_in_base_venv_matches_torch(base_venv, tmp_path):
     checkpoint = load_checkpoint(run / "checkpoints" / "model_50.pt", expect=task_record(guided.task))
     restore_guidance(guided, checkpoint, evaluation=True)
     torch_result = evaluate(guided, torch_policy(actor), progress=False)
-    proc = subprocess.Popen(
-        [str(base_venv), "-m", "robot_rl.deploy.pipe_server", str(bundle)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        cwd=tmp_path,
-    )
-    try:
-        onnx_result = evaluate(evaluation_env(cfg, guidance=False), pipe_policy(proc), progress=False)
-    finally:
-        proc.stdin.close()
-        proc.wait(timeout=30)
+    onnx_result = evaluate_served(base_venv, bundle, evaluation_env(cfg, guidance=False), tmp_path)
     s_torch = torch_result["metrics"]["success_rate"]
     s_onnx = onnx_result["metrics"]["success_rate"]
     print(f"pick-and-place success torch {s_torch:.3f} vs deploy runtime {s_onnx:.3f} over 512 episodes")
