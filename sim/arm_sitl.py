@@ -2,7 +2,8 @@
 
 The same task physics as training (joint impedance servos, command latency, optional DR), stepped
 one 25 Hz control period per call with the targets a ros2_control forward position controller takes
-(7 joints in rad, then the two fingers in m).
+(7 joints in rad, then the two fingers in m). The scene is the reach task's (a marker to reach) or the
+pick-and-place task's (one layout of its pool: the objects, the bowls, which object goes into which bowl).
 """
 
 from __future__ import annotations
@@ -14,16 +15,21 @@ import torch
 
 from sim.env import sitl_env
 from sim.robots.diff_ik import forward_kinematics
-from sim.tasks.arm import ARM_DOF, FINGER_QPOS, ArmReach
+from sim.tasks.arm import ARM_DOF, FINGER_QPOS, ArmPickPlace, ArmReach
 from sim.tasks.arm.physical import ArmParams, write_params
 
 # What a Franka's ros2_control joint_state_broadcaster calls the joints, in the policy's order.
 ARM_JOINT_NAMES = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1", "panda_finger_joint2"]
 
 
+SCENES = ("arm_reach", "arm_pick_place")
+
+
 class ArmSitl:
     """physical: parameters that differ from the model's (sim.tasks.arm.physical), e.g. a "real" robot whose
-    joint damping, armature and servo stiffness the sim-to-real tests fit."""
+    joint damping, armature and servo stiffness the sim-to-real tests fit. scene "arm_pick_place": layout
+    `layout` of the pool that `layouts` and `layout_seed` make (the training run's task.params give the same pool,
+    so a plan-guided bundle's plan `layout` is this scene's)."""
 
     def __init__(
         self,
@@ -31,11 +37,25 @@ class ArmSitl:
         randomize: bool = False,
         target=(0.5, 0.0, 0.3),
         physical: Mapping[str, float] | None = None,
+        scene: str = "arm_reach",
+        layouts: int = 16,
+        layout_seed: int = 0,
+        layout: int = 0,
     ):
         if physical and randomize:
             raise ValueError("SITL takes either fixed physical parameters or randomization, not both")
-        self.env = sitl_env(ArmReach(action_mode="ee_position"), seed, randomize)
+        if scene not in SCENES:
+            raise ValueError(f"unknown arm SITL scene '{scene}' (scenes: {', '.join(SCENES)})")
+        if scene == "arm_pick_place" and not 0 <= layout < layouts:
+            raise ValueError(f"layout {layout} is not one of the pool's {layouts}")
+        self.scene = scene
+        if scene == "arm_reach":
+            task = ArmReach(action_mode="ee_position")
+        else:
+            task = ArmPickPlace(action_mode="ee_position", layouts=layouts, layout_seed=layout_seed)
+        self.env = sitl_env(task, seed, randomize)
         self.task = self.env.task
+        self.task.forced_layout = layout if scene == "arm_pick_place" else None
         if physical:
             values = {k: v for k, v in ArmParams.from_mapping(physical).as_dict().items() if k in physical}
             write_params(self.env.backend, [0], values)
@@ -44,14 +64,17 @@ class ArmSitl:
         self.set_target(target)
 
     def reset(self) -> None:
-        """The arm at its home pose, fingers open, at rest; the servos hold that pose."""
+        """The arm at its home pose, fingers open, at rest; the servos hold that pose (pick-and-place: the
+        layout's objects on the table)."""
         self.env.reset_worlds(torch.tensor([0]))
         self.set_target(self.target)
         self.time = 0.0
 
     def set_target(self, target) -> None:
-        """Where the reach marker is (m, base frame); drawn in the scene for videos."""
+        """Where the reach marker is (m, base frame); drawn in the scene for videos. Reach only."""
         self.target = np.asarray(target, dtype=np.float64)
+        if self.scene != "arm_reach":
+            return
         self.task.goal_pos[0] = torch.as_tensor(self.target)
         self.task.site_pos[0, self.task.target_site] = torch.as_tensor(self.target).to(self.task.site_pos.dtype)
 
@@ -72,3 +95,21 @@ class ArmSitl:
     def tcp_position(self) -> np.ndarray:
         q = self.env.backend.qpos[:1, :ARM_DOF]
         return forward_kinematics(q).tcp[0, :3, 3].numpy().copy()
+
+    def object_state(self) -> dict[str, np.ndarray]:
+        """Pick-and-place: what perception reports (m, base frame): the named object's position and orientation
+        (quaternion xyzw), the goal (the named bowl, where the object's centre rests in it), and whether the
+        object is in the bowl now (the task's success check, without its hold time)."""
+        if self.scene != "arm_pick_place":
+            raise ValueError("object_state is for the pick-and-place scene")
+        t = self.task
+        q = t.obj_quat[0].numpy()
+        return {
+            "object_position": t.obj_pos[0].numpy().copy(),
+            "object_quaternion": np.array([q[1], q[2], q[3], q[0]]),
+            "goal_position": t.goal_pos[0].numpy().copy(),
+            "in_goal": bool(t.in_bowl()[0]),
+        }
+
+    def instruction(self) -> str:
+        return self.task.instructions[0]

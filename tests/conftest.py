@@ -158,6 +158,26 @@ def trained_arm_bundle(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def trained_pick_place_bundle(tmp_path_factory) -> Path:
+    """The committed plan-guided pick-and-place residual (tests/data/arm_pick_place_td3bc_plan), exported by
+    `robot-rl export` with today's code: the bundle carries its plan controller and the pool's 16 plans."""
+    import shutil
+
+    import yaml
+
+    from robot_rl.commands.export import export_run
+
+    data = Path(__file__).parent / "data" / "arm_pick_place_td3bc_plan"
+    run = tmp_path_factory.mktemp("pick_place") / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    cfg = yaml.safe_load((data / "config.yaml").read_text())
+    cfg["runs_root"] = str(run.parent)
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    shutil.copy(data / "model.pt", run / "checkpoints" / "model_50.pt")
+    return export_run(run)
+
+
+@pytest.fixture(scope="session")
 def trained_quadruped_bundle(tmp_path_factory) -> Path:
     """The committed flat-ground quadruped policy (tests/data/quadruped_velocity_ppo)."""
     return _export_committed("quadruped_velocity_ppo", tmp_path_factory)

@@ -109,19 +109,23 @@ class PolicyRuntime:
     def observation(self, raw: dict[str, np.ndarray], update: bool = False) -> np.ndarray:
         """The policy input. Inputs the caller provides (last_action, integrals) take precedence,
         so a simulator can replay exactly what its policy saw; update=True advances the integrators."""
-        raw = {**self.constants, **raw}
+        raw = self._with_tcp({**self.constants, **raw})
         raw.setdefault("last_action", self.last_action)
-        if self.arm is not None and "joint_position" in raw and not {"ee_position", "ee_quaternion"} <= raw.keys():
-            # an arm reports its joints; the TCP pose is FK of them, as in training
-            raw = {**self.arm.tcp_state(raw["joint_position"]), **raw}
         for integ in self.bundle.integrators:
             if integ.name not in raw:
                 if update:
                     self.integrals[integ.name] = integ.update(self.integrals[integ.name], raw, self.dt)
                 raw[integ.name] = self.integrals[integ.name]
         if self.plan is not None and PLAN_FEATURES_INPUT not in raw:
-            raw[PLAN_FEATURES_INPUT] = self._plan_for(raw).observe(raw, advance=update)
+            features = self._plan_for(raw).observe(raw, advance=update)
+            raw[PLAN_FEATURES_INPUT] = features[0] if np.ndim(raw["ee_position"]) == 1 else features  # one robot
         return build_observation(self.bundle.observation, raw)
+
+    def _with_tcp(self, raw: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """An arm reports its joints; the TCP pose is FK of them, as in training (unless raw has it already)."""
+        if self.arm is not None and "joint_position" in raw and not {"ee_position", "ee_quaternion"} <= raw.keys():
+            return {**self.arm.tcp_state(raw["joint_position"]), **raw}
+        return raw
 
     def _plan_for(self, raw: dict[str, np.ndarray]) -> PlanExecutor:
         """The executor of as many robots as raw holds (a simulator's batch gets one of its own at its first call)."""
@@ -172,7 +176,7 @@ class PolicyRuntime:
         if not np.all(np.isfinite(a)):
             raise ValueError("policy produced a non-finite action")
         if self.plan is not None:  # the network's output is a residual on the plan's action
-            a = self.plan.action(raw, a)[0]
+            a = self.plan.action(self._with_tcp(raw), a)[0]
         self.last_action = a
         self.last_command = self.bundle.action.to_raw(a)
         if self.arm is None:

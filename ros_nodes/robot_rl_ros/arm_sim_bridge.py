@@ -1,7 +1,9 @@
 """Arm simulator bridge: the MuJoCo arm as the robot, behind ros2_control's topics.
 
 Publishes `joint_states` (sensor_msgs/JointState, Franka joint names) and the reach marker as
-`target_position` (PointStamped, what perception or an operator would send); takes joint position
+`target_position` (PointStamped, what perception or an operator would send), or in the pick-and-place scene
+what perception reports of the named object and bowl: `object_pose` (PoseStamped) and `goal_position`
+(PointStamped), each period before the joint states, with the same stamp; takes joint position
 targets on `forward_position_controller/commands` (Float64MultiArray: 7 joints in rad, then the two
 fingers in m) and, like that controller, holds the last one. `emergency` (std_srvs/Empty) engages
 the brakes: the arm holds where it is and ignores commands, latched. Lock-step on simulated time
@@ -14,7 +16,7 @@ import sys
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import PointStamped
+from geometry_msgs.msg import PointStamped, PoseStamped
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Empty
@@ -44,14 +46,29 @@ PARAMS = {
     # A "real" arm for sim-to-real tests: physical parameters that differ from the model's, as JSON
     # (e.g. '{"damping_scale": 1.5, "kp_scale": 0.8}', names in sim.tasks.arm.physical); '' : none.
     "physical_params": "",
+    # The scene: "arm_reach" (the marker) or "arm_pick_place", whose layout `layout` of the pool made from
+    # `layouts` and `layout_seed` (a pick-and-place run's task.params) is on the table.
+    "scene": "arm_reach",
+    "layouts": 16,
+    "layout_seed": 0,
+    "layout": 0,
 }
 
 
-def make_sim(seed: int, randomize: bool, target, physical_params: str = ""):
+def make_sim(p: dict):
     """The simulator is imported here only: sim bridges are the nodes allowed to use `sim`."""
     from sim.arm_sitl import ArmSitl
 
-    return ArmSitl(seed=seed, randomize=randomize, target=target, physical=physical_params_json(physical_params))
+    return ArmSitl(
+        seed=p["seed"],
+        randomize=p["randomize"],
+        target=p["target"],
+        physical=physical_params_json(p["physical_params"]),
+        scene=p["scene"],
+        layouts=p["layouts"],
+        layout_seed=p["layout_seed"],
+        layout=p["layout"],
+    )
 
 
 class ArmSimBridge(SimBridgeBase):
@@ -59,13 +76,18 @@ class ArmSimBridge(SimBridgeBase):
         super().__init__("arm_sim_bridge", **kwargs)
         p = declare(self, PARAMS)
         self.p = p
-        self.sim = sim if sim is not None else make_sim(p["seed"], p["randomize"], p["target"], p["physical_params"])
+        self.sim = sim if sim is not None else make_sim(p)
         self.sim.reset()
         self.rng = np.random.default_rng(p["seed"])
         self.targets = self.sim.state()["position"].copy()  # the servos hold the start pose
         self.braked = False
         self.state_pub = self.create_publisher(JointState, "joint_states", qos.SENSOR)
         self.target_pub = self.create_publisher(PointStamped, "target_position", qos.SENSOR)
+        self.pick_place = self.sim.scene == "arm_pick_place"
+        if self.pick_place:
+            self.object_pub = self.create_publisher(PoseStamped, "object_pose", qos.SENSOR)
+            self.goal_pub = self.create_publisher(PointStamped, "goal_position", qos.SENSOR)
+            self.get_logger().info(f"pick-and-place layout {p['layout']}: {self.sim.instruction()}")
         self.command_gate = gated_subscription(
             self, Float64MultiArray, p["command_topic"], self._on_cmd, p["commander"], qos.COMMAND
         )
@@ -97,6 +119,8 @@ class ArmSimBridge(SimBridgeBase):
         self.sim.step(self.targets)
 
     def publish_state(self, stamp: Time) -> None:
+        if self.pick_place:  # before the joint states: a policy acting on those has this period's objects
+            self._publish_objects(stamp)
         st = self.sim.state()
         q, v = st["position"], st["velocity"]
         if self.p["position_noise_rad"] > 0:
@@ -110,6 +134,19 @@ class ArmSimBridge(SimBridgeBase):
         target.header.stamp, target.header.frame_id = stamp, self.p["frame_id"]
         target.point.x, target.point.y, target.point.z = (float(x) for x in self.sim.target)
         self.target_pub.publish(target)
+
+    def _publish_objects(self, stamp: Time) -> None:
+        o = self.sim.object_state()
+        pose = PoseStamped()
+        pose.header.stamp, pose.header.frame_id = stamp, self.p["frame_id"]
+        pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = (float(x) for x in o["object_position"])
+        q = pose.pose.orientation
+        q.x, q.y, q.z, q.w = (float(x) for x in o["object_quaternion"])
+        self.object_pub.publish(pose)
+        goal = PointStamped()
+        goal.header.stamp, goal.header.frame_id = stamp, self.p["frame_id"]
+        goal.point.x, goal.point.y, goal.point.z = (float(x) for x in o["goal_position"])
+        self.goal_pub.publish(goal)
 
 
 main = node_main(ArmSimBridge)  # the console script

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import PointStamped, Twist, TwistStamped
+from geometry_msgs.msg import PointStamped, PoseStamped, Twist, TwistStamped
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Imu, JointState, LaserScan
 
@@ -64,6 +64,12 @@ def _point(key: str) -> Callable:
         return {key: np.array([msg.point.x, msg.point.y, msg.point.z])}
 
     return convert
+
+
+def _object_pose(msg: PoseStamped) -> dict[str, np.ndarray]:
+    """Perception's pose of the object an arm task names: position (m) and orientation (quaternion xyzw)."""
+    p, q = msg.pose.position, msg.pose.orientation
+    return {"object_position": np.array([p.x, p.y, p.z]), "object_quaternion": np.array([q.x, q.y, q.z, q.w])}
 
 
 def _joint_state(msg: JointState) -> dict[str, np.ndarray]:
@@ -181,6 +187,7 @@ ADAPTERS: dict[str, tuple[type, tuple[str, ...] | None, Callable[[str], Callable
         lambda key: odometry_to_raw,
     ),
     "point": (PointStamped, None, _point),  # provides the raw key named after the topic
+    "object_pose": (PoseStamped, ("object_position", "object_quaternion"), lambda key: _object_pose),
     "joint_state": (JointState, ("joint_pos", "joint_vel"), lambda key: _joint_state),
     "imu": (Imu, ("quaternion", "angular_velocity"), lambda key: _imu),
     "arm_joints": (JointState, ("joint_position", "joint_velocity", "gripper_width"), lambda key: _arm_joints),

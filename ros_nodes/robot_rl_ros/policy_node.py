@@ -25,6 +25,7 @@ from rclpy.node import Node
 from std_msgs.msg import Float32MultiArray, Float64MultiArray, MultiArrayDimension, MultiArrayLayout, String
 
 from robot_rl.deploy import BundleError, PolicyRuntime, load_bundle
+from robot_rl.deploy.plan_executor import PLAN_FEATURES_INPUT
 from robot_rl_ros import qos
 from robot_rl_ros.latency import LatencyStats
 from robot_rl_ros.monitor import InputMonitor
@@ -54,6 +55,8 @@ PARAMS = {
     "neighbour_origin_s": -1.0,  # the first broadcast instant on the node's clock (< 0: the first stamp heard)
     "min_neighbours": -1,  # < 0: min(k, number of neighbours listed); 0: pad missing ones as training does
     "publish_observation": False,
+    # a plan-guided bundle (policy.yaml's plan section): which of its plans to follow (the scene's layout)
+    "plan_index": 0,
     # Until the safety node reports ACTIVE on safety/mode, the bundle's integrators (a hover policy's goal error
     # integral) restart at zero every step: a drone held on the ground by pre-arm checks would otherwise arm with
     # the integral wound up (measured: 1 m s after 1 s held, and a hover policy then climbed into the geofence).
@@ -80,6 +83,9 @@ class PolicyNode(Node):
         provided = {"last_action", *SETPOINTS, *self.runtime.constants} | {i.name for i in self.bundle.integrators}
         if self.runtime.arm is not None:
             provided |= {"ee_position", "ee_quaternion"}  # FK of the reported joints (the bundle's IK)
+        if self.runtime.plan is not None:  # the runtime's plan executor observes the plan
+            self.runtime.start_plan(p["plan_index"])
+            provided.add(PLAN_FEATURES_INPUT)
         for spec in p["inputs"]:
             topic, kind, keys = parse_input_spec(spec)
             msg_type, _, factory = ADAPTERS[kind]

@@ -6,7 +6,16 @@ processes for tests that inject faults (kill the policy, publish bad state, pres
 
 from robot_rl_ros.sitl_graph import SitlGraph
 from robot_rl_ros.sitl_observers import Observer, SwarmObserver
-from robot_rl_ros.sitl_scenarios import fly, fly_recorded, fly_swarm, reach, reach_recorded, walk, walk_recorded
+from robot_rl_ros.sitl_scenarios import (
+    fly,
+    fly_recorded,
+    fly_swarm,
+    pick_place,
+    reach,
+    reach_recorded,
+    walk,
+    walk_recorded,
+)
 
 __all__ = [
     "Observer",
@@ -15,6 +24,7 @@ __all__ = [
     "fly",
     "fly_recorded",
     "fly_swarm",
+    "pick_place",
     "reach",
     "reach_recorded",
     "walk",

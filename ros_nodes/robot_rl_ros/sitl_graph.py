@@ -119,6 +119,33 @@ class SitlGraph:
         self.start("policy", "policy_node", {"bundle": str(bundle_dir), "inputs": inputs, **act_on, **(policy or {})})
         self.start("safety", "arm_safety_node", {"bundle": str(bundle_dir), **(safety or {})})
 
+    def start_pick_place(
+        self,
+        bundle_dir: str,
+        layout: int,
+        sim: dict | None = None,
+        policy: dict | None = None,
+        safety: dict | None = None,
+        observers: int = 1,
+    ) -> None:
+        """The arm on the pick-and-place table: the sim bridge shows layout `layout` (sim may give the pool's
+        layouts and layout_seed, the run's task.params) and reports the object's pose and the goal as
+        perception would; the policy node follows the plan-guided bundle's plan `layout`; arm safety."""
+        sim = {
+            "lockstep": self.lockstep,
+            "scene": "arm_pick_place",
+            "layout": int(layout),
+            "publish_target": False,
+            **self._start_gate(observers),
+            **(sim or {}),
+        }
+        self.start("sim_bridge", "arm_sim_bridge", sim)
+        inputs = ["joint_states:arm_joints", "object_pose:object_pose", "goal_position:point"]
+        # the three are published each period with one stamp: act once all of a period's have arrived
+        params = {"bundle": str(bundle_dir), "inputs": inputs, "act_on": "all_inputs", "plan_index": int(layout)}
+        self.start("policy", "policy_node", {**params, **(policy or {})})
+        self.start("safety", "arm_safety_node", {"bundle": str(bundle_dir), **(safety or {})})
+
     def start_walk(
         self,
         bundle_dir: str,

@@ -77,7 +77,7 @@ class Observer(_ObserverNode):
         'arm': states are the 9 joint positions from joint_states, commands the joint targets;
         'quadruped': states are [x, y, z, vx, vy (body), yaw rate] from odom, commands the 36 motor fields."""
         from diagnostic_msgs.msg import DiagnosticArray
-        from geometry_msgs.msg import Twist
+        from geometry_msgs.msg import PointStamped, PoseStamped, Twist
         from nav_msgs.msg import Odometry
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray, String
@@ -93,6 +93,8 @@ class Observer(_ObserverNode):
         self.safety_events: list[str] = []
         self.policy: dict[str, str] = {}  # the policy node's latest /diagnostics: published, skipped, last skip
         self.modes: list[tuple[float, str]] = []  # (ROS time at receipt, 'MODE: reason')
+        self.objects: list[tuple[float, np.ndarray]] = []  # arm, pick-and-place: (stamp, object position)
+        self.goal: np.ndarray | None = None  # arm, pick-and-place: the last goal position reported
         ns = f"/{namespace}/safety"
 
         def on_odom(m):
@@ -116,6 +118,13 @@ class Observer(_ObserverNode):
         def on_joints(m):
             self.states.append((stamp_to_s(m.header.stamp), arm_joint_arrays(m)[0]))
 
+        def on_object(m):
+            p = m.pose.position
+            self.objects.append((stamp_to_s(m.header.stamp), np.array([p.x, p.y, p.z])))
+
+        def on_goal(m):
+            self.goal = np.array([m.point.x, m.point.y, m.point.z])
+
         def on_joint_cmd(m, info):
             self.commands.append((self.now(), time.monotonic(), np.asarray(m.data, dtype=np.float64)))
             self.command_received_ns.append(int(info["received_timestamp"]))
@@ -133,6 +142,8 @@ class Observer(_ObserverNode):
             self.node.create_subscription(JointState, "joint_states", on_joints, qos.SENSOR)
             cmd_topic = "forward_position_controller/commands"
             self.node.create_subscription(Float64MultiArray, cmd_topic, on_joint_cmd, qos.RECORD)
+            self.node.create_subscription(PoseStamped, "object_pose", on_object, qos.SENSOR)
+            self.node.create_subscription(PointStamped, "goal_position", on_goal, qos.SENSOR)
         else:
             self.node.create_subscription(Odometry, "odom", on_odom, qos.SENSOR)
             self.node.create_subscription(Twist, "cmd_vel_legacy", on_cmd, qos.RECORD)

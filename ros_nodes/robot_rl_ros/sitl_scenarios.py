@@ -202,6 +202,41 @@ def reach(
     }
 
 
+# The pick-and-place task's success check (sim.tasks.arm.pick_place.ArmPickPlace.in_bowl, its default radius):
+# the object's centre within 6 cm of the bowl's axis and below 6 cm over the table (in it, not held above it).
+BOWL_RADIUS_M = 0.06
+BOWL_MAX_HEIGHT_M = 0.06
+
+
+def pick_place(
+    bundle_dir: str,
+    layout: int,
+    seconds: float = 8.0,
+    namespace: str = "arm",
+    sim: dict | None = None,
+    safety: dict | None = None,
+    wall_timeout_s: float | None = None,
+) -> dict:
+    """Run a plan-guided pick-and-place bundle in lock-step SITL on layout `layout` of the pick-and-place pool;
+    returns where the object ended against the goal (as the bridge reported them), whether it is in the bowl,
+    when it first was, the commands seen and the safety node's interventions."""
+    start = methodcaller("start_pick_place", bundle_dir, layout, sim=sim, safety=safety)
+    obs, finished, graph = _run(namespace, True, "arm", start, seconds, wall_timeout_s, 15.0, 4.0)
+    if not obs.objects or obs.goal is None:
+        raise RuntimeError(f"no object pose or goal received in SITL; logs in {graph.log_dir}")
+    t = np.array([s[0] for s in obs.objects])
+    pos = np.array([s[1] for s in obs.objects])
+    inside = (np.linalg.norm(pos[:, :2] - obs.goal[:2], axis=1) < BOWL_RADIUS_M) & (pos[:, 2] < BOWL_MAX_HEIGHT_M)
+    return {
+        **_summary(obs, finished, graph),
+        "object_start": pos[0].tolist(),
+        "object_final": pos[-1].tolist(),
+        "goal": obs.goal.tolist(),
+        "in_goal": bool(inside[-1]),
+        "first_in_goal_s": float(t[np.argmax(inside)] - t[0]) if inside.any() else None,
+    }
+
+
 def walk(
     bundle_dir: str,
     command=(0.5, 0.0, 0.0),

@@ -19,22 +19,11 @@ from robot_rl.deploy import PolicyRuntime, load_bundle
 from robot_rl.deploy.bundle import BundleError
 from robot_rl.deploy.plan_executor import PlanSpec, PlanSpecError, compile_plan
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "arm_pick_place_td3bc_plan"
-
 
 @pytest.fixture(scope="module")
-def plan_run(tmp_path_factory) -> Path:
-    """The committed plan-guided run, exported by `robot-rl export` with today's code."""
-    from robot_rl.commands.export import export_run
-
-    run = tmp_path_factory.mktemp("plan") / "run"
-    (run / "checkpoints").mkdir(parents=True)
-    cfg = yaml.safe_load((DATA / "config.yaml").read_text())
-    cfg["runs_root"] = str(run.parent)
-    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
-    shutil.copy(DATA / "model.pt", run / "checkpoints" / "model_50.pt")
-    export_run(run)
-    return run
+def plan_run(trained_pick_place_bundle) -> Path:
+    """The committed plan-guided run, exported by `robot-rl export` with today's code (tests/conftest.py)."""
+    return trained_pick_place_bundle.parent
 
 
 def test_export_carries_the_corrected_plans(plan_run):
