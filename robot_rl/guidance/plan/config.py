@@ -41,6 +41,10 @@ class PlanGuidanceConfig:
     # controller's decisions (lined up, push direction, going over) then rest on the corrected pose, which a
     # residual on the action alone cannot change.
     pose_correction_m: float = option(0.0, NONNEG)
+    # The controller reads the robot's perceived state (the task's raw state with its sensor noise: the TCP from
+    # the measured joints, the object's and the goal's reported positions), as the deploy runtime's plan executor
+    # does, instead of the simulator's (false: the default until runs with it are measured).
+    perceived_state: bool = False
     seed: int = option(0, SEED)
     model: ModelConfig = field(default_factory=ModelConfig)
 

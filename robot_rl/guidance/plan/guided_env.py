@@ -219,6 +219,7 @@ class PlanGuidedEnv(EnvWrapper):
             self.pose_error + self.correction,
             self.closed_steps,
             self.surface,
+            self.cfg.perceived_state,
         )
         return target, grip
 
@@ -226,11 +227,15 @@ class PlanGuidedEnv(EnvWrapper):
         """Target, gripper command and descend of the current subgoals and options (after either changed)."""
         self.target, self.grip = self._subgoal_target()
 
+    def tcp(self) -> torch.Tensor:
+        """The TCP as the controller reads it (cfg.perceived_state: the FK of the measured joints)."""
+        return self.task.last_raw["ee_position"] if self.cfg.perceived_state else self.task.tcp_pos
+
     def base_action(self) -> torch.Tensor:
         self.refresh_target()
         a = torch.zeros(self.task.n, self.task.num_actions, dtype=torch.float64)
         step = geometry.approach_step(
-            self.task.tcp_pos.numpy(), self.target.numpy(), self.descend.numpy(), self.cfg.approach_gain, self.scale_xyz
+            self.tcp().numpy(), self.target.numpy(), self.descend.numpy(), self.cfg.approach_gain, self.scale_xyz
         )
         a[:, :3] = torch.from_numpy(step)
         a[:, -1] = self.grip
@@ -244,7 +249,7 @@ class PlanGuidedEnv(EnvWrapper):
             self.tables.skill[lay, self.sub.clamp(max=MAX_SUBGOALS - 1)].numpy(),
             (self.sub < n_sub).numpy(),
             self.target.numpy(),
-            self.task.tcp_pos.numpy(),
+            self.tcp().numpy(),
             self.grip.numpy(),
             (self.sub.double() / n_sub.double().clamp(min=1)).numpy(),
         )
@@ -318,7 +323,16 @@ class PlanGuidedEnv(EnvWrapper):
         self.closed_steps = torch.where(self.grip < 0, self.closed_steps + 1, 0)
         self.t_sub += 1
         ach = (
-            subgoal_achieved(self.task, self.tables, self.sub, self.opt, self.target, self.closed_steps, self.surface)
+            subgoal_achieved(
+                self.task,
+                self.tables,
+                self.sub,
+                self.opt,
+                self.target,
+                self.closed_steps,
+                self.surface,
+                self.cfg.perceived_state,
+            )
             & live
         )
         late = (self.t_sub >= self.timeout) & live & (self.sub < self.tables.n_sub[self.task.layout_id]) & ~ach

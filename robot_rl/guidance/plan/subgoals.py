@@ -68,6 +68,28 @@ def _option_rows(task, tables: PlanTables, sub: torch.Tensor, opt: torch.Tensor)
     }
 
 
+def controller_view(task, tables: PlanTables, body: torch.Tensor, perceived: bool) -> dict[str, torch.Tensor]:
+    """What the plan controller reads of each world: the TCP (n, 3), the gripper's opening (n,), the object the
+    plan moves, its destination and the option's body `body` (n, 3 each). perceived=False: the simulator's state;
+    True: the task's raw state as the policy observes it (its sensor noise included), as a deployed plan executor
+    reads it (an option's body other than those two is read from the simulator: no robot perceives it)."""
+    zero = torch.zeros(task.n, 3, dtype=torch.float64)
+    moved_body, dest_body = tables.moved[task.layout_id], tables.dest[task.layout_id]
+    moved, dest, other = (body_point(task, b, zero) for b in (moved_body, dest_body, body))
+    if not perceived:
+        tcp, width = task.tcp_pos, task.width
+    else:
+        raw = task.last_raw
+        # the destination body sits at a fixed offset from the goal the task reports (a bowl's base, its centre)
+        dest = raw["goal_position"] + (dest - task.goal_pos)
+        moved = raw["object_position"]
+        tcp, width = raw["ee_position"], raw["gripper_width"][:, 0]
+    centre = torch.where(
+        (body == moved_body).unsqueeze(1), moved, torch.where((body == dest_body).unsqueeze(1), dest, other)
+    )
+    return {"tcp": tcp, "width": width, "moved": moved, "dest": dest, "centre": centre}
+
+
 def subgoal_target(
     task,
     tables: PlanTables,
@@ -76,24 +98,21 @@ def subgoal_target(
     estimate_error: torch.Tensor,
     closed_steps: torch.Tensor,
     surface: tuple[float, float],
+    perceived: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """TCP target (n, 3), gripper command (n,) and whether the target is to be reached from above (n,) of
-    each world's current subgoal `sub` and option `opt` (plan_geometry.subgoal_target on the task's state).
+    each world's current subgoal `sub` and option `opt` (plan_geometry.subgoal_target on controller_view).
     estimate_error (n, 3): how far off the controller's estimate of the moved object is; closed_steps (n,):
     steps the gripper has been commanded closed; surface: the table's height and an object's half height."""
     rows = _option_rows(task, tables, sub, opt)
-    zero = torch.zeros(task.n, 3, dtype=torch.float64)
-    moved_body = tables.moved[task.layout_id]
-    is_moved = (rows["body"] == moved_body).double().unsqueeze(1)
-    centre = body_point(task, rows["body"], zero) + is_moved * estimate_error
-    moved = body_point(task, moved_body, zero) + estimate_error
-    dest = body_point(task, tables.dest[task.layout_id], zero)
+    view = controller_view(task, tables, rows["body"], perceived)
+    is_moved = (rows["body"] == tables.moved[task.layout_id]).double().unsqueeze(1)
     target, grip, descend = geometry.subgoal_target(
         *(_np(rows[k]) for k in ("skill", "point", "height", "from_top", "active", "last_skill")),
-        _np(centre),
-        _np(moved),
-        _np(dest),
-        _np(task.tcp_pos),
+        _np(view["centre"] + is_moved * estimate_error),
+        _np(view["moved"] + estimate_error),
+        _np(view["dest"]),
+        _np(view["tcp"]),
         _np(closed_steps),
         surface,
     )
@@ -108,21 +127,21 @@ def subgoal_achieved(
     target: torch.Tensor,
     closed_steps: torch.Tensor,
     surface: tuple[float, float],
+    perceived: bool = False,
 ) -> torch.Tensor:
-    """Whether each world's current subgoal holds now (n,); target: the TCP target it was given."""
+    """Whether each world's current subgoal holds now (n,) in controller_view; target: the TCP target it was
+    given."""
     rows = _option_rows(task, tables, sub, opt)
-    zero = torch.zeros(task.n, 3, dtype=torch.float64)
-    moved = body_point(task, tables.moved[task.layout_id], zero)
-    centre = body_point(task, rows["body"], zero)
+    view = controller_view(task, tables, rows["body"], perceived)
     out = geometry.subgoal_achieved(
         _np(rows["skill"]),
         _np(rows["height"]),
         _np(rows["active"]),
-        _np(moved),
-        _np(centre),
+        _np(view["moved"]),
+        _np(view["centre"]),
         _np(target),
-        _np(task.tcp_pos),
-        _np(task.width),
+        _np(view["tcp"]),
+        _np(view["width"]),
         _np(closed_steps),
         surface,
     )

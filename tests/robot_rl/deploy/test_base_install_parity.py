@@ -101,10 +101,9 @@ PLAN_DATA = ROOT / "tests" / "data" / "arm_pick_place_td3bc_plan"
 
 def test_plan_guided_bundle_in_base_venv_matches_torch(base_venv, tmp_path):
     """The pick-and-place residual on its plan (tests/data/arm_pick_place_td3bc_plan) through the base install:
-    the bundle's plan executor and ONNX network against the training env's plan controller and torch actor.
-
-    Without observation noise: with it, the executor plans on the noisy perceived positions where training's
-    controller read the simulator's (4.3 points lower, docs/deploy.md), a difference of inputs, not of the code."""
+    the bundle's plan executor and ONNX network against the training env's plan controller and torch actor, in
+    the run's evaluation conditions (observation noise on; its controller read the perceived state in training
+    too, guidance.perceived_state)."""
     import yaml
     from omegaconf import OmegaConf
 
@@ -119,7 +118,6 @@ def test_plan_guided_bundle_in_base_venv_matches_torch(base_venv, tmp_path):
     (run / "checkpoints").mkdir(parents=True)
     cfg = yaml.safe_load((PLAN_DATA / "config.yaml").read_text())
     cfg["runs_root"] = str(tmp_path)
-    cfg["eval"]["obs_noise"] = False
     cfg["eval"]["episodes"] = 512  # outcomes of a few contact-rich episodes flip with float rounding: more of them
     (run / "config.yaml").write_text(yaml.safe_dump(cfg))
     shutil.copy(PLAN_DATA / "model.pt", run / "checkpoints" / "model_50.pt")

@@ -40,9 +40,11 @@ def test_export_carries_the_corrected_plans(plan_run):
     assert 0 < plan.residual_scale < 0.25 and plan.base_gain == 1.0  # the schedule's gains at iteration 50
 
 
-def test_runtime_acts_as_the_training_env(plan_run):
-    """Step by step, on the same states (no observation noise, so the runtime's perceived positions are the
-    simulator's), the runtime's action (plan + ONNX residual) equals what the training env applied."""
+@pytest.mark.parametrize("perceived", [False, True], ids=["simulator_state", "perceived_state"])
+def test_runtime_acts_as_the_training_env(plan_run, perceived):
+    """Step by step, on the same states, the runtime's action (plan + ONNX residual) equals what the training env
+    applied: without observation noise (the runtime's perceived positions are then the simulator's), and with it
+    when the training env's controller reads the perceived state too (guidance.perceived_state)."""
     from omegaconf import OmegaConf
 
     from robot_rl.commands.common import load_actor
@@ -53,7 +55,8 @@ def test_runtime_acts_as_the_training_env(plan_run):
 
     cfg = OmegaConf.load(plan_run / "config.yaml")
     actor, _ = load_actor(cfg, plan_run)
-    env = make_env(cfg, num_worlds=24, seed=3, obs_noise=False, pushes=False)
+    cfg.guidance.perceived_state = perceived
+    env = make_env(cfg, num_worlds=24, seed=3, obs_noise=perceived, pushes=False)
     checkpoint = load_checkpoint(plan_run / "checkpoints" / "model_50.pt", expect=task_record(env.task))
     restore_guidance(env, checkpoint, evaluation=True)
     runtime = PolicyRuntime(plan_run / "bundle")
