@@ -107,7 +107,8 @@ VERBS = {
     ),
     "export": Verb(
         "export run=DIR [checkpoint=FILE] [format=bundle|leapp]",
-        "Write DIR/bundle: policy.onnx and policy.yaml, what the deploy runtime and the ROS nodes load.",
+        "Write DIR/bundle: policy.onnx and policy.yaml, what the deploy runtime and the ROS nodes load (a "
+        "plan-guided run's bundle carries its plan controller and plans).",
         (
             ("run=DIR", "the run directory (required)"),
             ("checkpoint=FILE", "a checkpoint instead of the latest"),
