@@ -143,6 +143,7 @@ class PolicyRuntime:
         plan's action: robots flagged in episode_start (n,) begin plan_index's plan (n,) first."""
         if self.plan is None:
             return np.clip(self.policy(self.observation(raw)).astype(np.float64), -1.0, 1.0)
+        raw = self._with_tcp(raw)
         plan = self._plan_for(raw)
         if episode_start is not None:
             plan.start(np.asarray(episode_start, dtype=bool), 0 if plan_index is None else plan_index)
