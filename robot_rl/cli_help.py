@@ -158,8 +158,9 @@ VERBS = {
         ),
     ),
     "sitl": Verb(
-        "sitl bundle=DIR [seconds=S] [ros=true|false] [out=FILE] [record=FILE.mcap] [physical=FILE.yaml]",
-        "Fly a bundle in software-in-the-loop: the ROS 2 nodes over DDS when ROS 2 is installed, else in-process.",
+        "sitl bundle=DIR [seconds=S] [ros=true|false] [out=FILE] [record=FILE.mcap] [physical=FILE.yaml] [layout=N]",
+        "Fly a bundle in software-in-the-loop: the ROS 2 nodes over DDS when ROS 2 is installed, else in-process "
+        "(an arm bundle: through the nodes, reaching, or picking and placing with its plan).",
         (
             ("bundle=DIR", "the bundle directory (required)"),
             ("seconds=S", "how long to fly (simulated seconds)"),
@@ -167,6 +168,7 @@ VERBS = {
             ("out=FILE", "write the flight's result as JSON"),
             ("record=FILE.mcap", "Crazyflie: fly goal steps (excitation) and record every topic to MCAP"),
             ("physical=FILE.yaml", "Crazyflie: parameters the simulated drone hides (mass_kg, thrust_scale, ...)"),
+            ("layout=N", "a plan-guided arm bundle: the pick-and-place layout on the table, and its plan (default 0)"),
         ),
     ),
 }

@@ -1,5 +1,6 @@
 """`robot-rl sitl`: fly a bundle in software in the loop, through the ROS 2 nodes when their package is installed
-(one drone, or a swarm bundle's team), else through the deploy runtime in-process."""
+(one drone, or a swarm bundle's team), else through the deploy runtime in-process; an arm bundle reaches, or
+with its plan (a plan-guided bundle) picks and places, through the nodes."""
 
 from __future__ import annotations
 
@@ -12,11 +13,19 @@ from robot_rl.ros_package import ros_function
 from robot_rl.training.run_dir import write_json_atomic
 
 
-def fly_sitl(bundle_dir: Path, seconds: float = 10.0, ros: str = "auto", out: Path | None = None) -> dict:
-    """Fly a bundle from the floor to its goal: through the ROS 2 nodes when rclpy is here, else in-process."""
+def fly_sitl(
+    bundle_dir: Path, seconds: float = 10.0, ros: str = "auto", out: Path | None = None, layout: int = 0
+) -> dict:
+    """Fly a bundle from the floor to its goal: through the ROS 2 nodes when rclpy is here, else in-process.
+    An arm bundle runs through the nodes: reach, or a plan-guided bundle's pick-and-place on layout `layout`."""
     from robot_rl.deploy import load_bundle
+    from robot_rl.deploy.arm_ik import ARM_ACTION_MODES
 
     bundle = load_bundle(bundle_dir)
+    if bundle.action.mode in ARM_ACTION_MODES:
+        if ros == "false":
+            raise ConfigError("sitl: an arm bundle runs through the ROS 2 nodes, not with ros=false")
+        return _arm_sitl(bundle_dir, bundle.plan is not None, seconds, layout, out)
     if "swarm" in bundle.extra:
         return _fly_swarm_sitl(bundle_dir, int(bundle.extra["swarm"]["num_drones"]), seconds, out)
     result = None
@@ -75,6 +84,30 @@ def fly_recorded_sitl(bundle_dir: Path, record: Path, seconds: float, physical: 
         f"sitl (ros2, recorded): {result['sim_seconds']:.1f} s through {len(result.get('interventions', []))} "
         f"safety interventions, mode {result['mode']}; wrote {record}"
     )
+    return result
+
+
+def _arm_sitl(bundle_dir: Path, plan: bool, seconds: float, layout: int, out: Path | None) -> dict:
+    """An arm bundle in lock-step SITL through the arm sim bridge, policy and arm safety nodes: a plan-guided bundle
+    picks and places on its plan `layout` (the bridge shows that layout of the pick-and-place pool), another reaches
+    the bridge's default marker."""
+    name = "sitl_pick_place" if plan else "sitl_reach"
+    try:
+        run = ros_function(name)
+    except ImportError as e:
+        raise ConfigError(f"an arm bundle runs in SITL through the ROS 2 nodes, not importable here: {e}") from None
+    if plan:
+        result = run(str(bundle_dir), layout=layout, seconds=seconds)
+        first = result["first_in_goal_s"]
+        what = f"pick-and-place layout {layout}: object in its bowl {result['in_goal']}" + (
+            f" (first at {first:.2f} s)" if first is not None else ""
+        )
+    else:
+        result = run(str(bundle_dir), seconds=seconds)
+        what = f"reach: final TCP {np.round(result['final_tcp'], 3).tolist()}"
+    print(f"sitl (ros2, arm over DDS): {result['sim_seconds']:.1f} s; {what}; safety mode {result['mode']}")
+    if out is not None:
+        write_json_atomic(out, result)
     return result
 
 

@@ -24,6 +24,8 @@ ROBOT_RL_FUNCTIONS = {
     "sitl_fly_swarm": "sitl:fly_swarm",
     "sitl_fly_recorded": "sitl:fly_recorded",
     "sitl_reach_recorded": "sitl:reach_recorded",
+    "sitl_reach": "sitl:reach",
+    "sitl_pick_place": "sitl:pick_place",
     "sitl_walk_recorded": "sitl:walk_recorded",
     "deploy_check": "deploy_check:main",
     "deploy_check_args": "deploy_check:parse_args",

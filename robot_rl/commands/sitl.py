@@ -10,11 +10,15 @@ from robot_rl.sitl_flight import fly_recorded_sitl, fly_sitl
 
 
 def cmd_sitl(args: list[str]) -> dict:
-    opts, rest = split_options(args, ("bundle", "seconds", "ros", "out", "record", "physical"))
+    opts, rest = split_options(args, ("bundle", "seconds", "ros", "out", "record", "physical", "layout"))
     if rest:
         raise ConfigError(
-            f"sitl takes bundle=, seconds=, ros=, out=, record= and physical=, not {rest[0].split('=')[0]}="
+            f"sitl takes bundle=, seconds=, ros=, out=, record=, physical= and layout=, not {rest[0].split('=')[0]}="
         )
+    try:
+        layout = int(opts.get("layout", 0))
+    except ValueError:
+        raise ConfigError(f"sitl layout={opts['layout']!r} is not a layout number") from None
     if "bundle" not in opts:
         raise ConfigError("sitl needs bundle=<bundle directory>")
     try:
@@ -32,5 +36,5 @@ def cmd_sitl(args: list[str]) -> dict:
             Path(opts["bundle"]), Path(opts.get("record", "flight.mcap")), seconds, opts.get("physical")
         )
     return fly_sitl(
-        Path(opts["bundle"]), seconds, opts.get("ros", "auto"), Path(opts["out"]) if "out" in opts else None
+        Path(opts["bundle"]), seconds, opts.get("ros", "auto"), Path(opts["out"]) if "out" in opts else None, layout
     )

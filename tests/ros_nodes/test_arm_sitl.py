@@ -104,12 +104,13 @@ def test_arm_policy_killed_holds_then_estop_latches(trained_arm_bundle):
     assert np.all(cmds >= lim.q_low - 1e-9) and np.all(cmds <= lim.q_high + 1e-9)  # nothing outside the limits
 
 
-def test_plan_guided_pick_place_in_sitl(trained_pick_place_bundle):
-    """The plan-guided pick-and-place bundle through the nodes: the bridge reports the object's pose and the goal
-    as perception would, the policy node's runtime follows the bundle's plan for the layout on the table."""
-    from robot_rl_ros.sitl import pick_place
+def test_plan_guided_pick_place_in_sitl(trained_pick_place_bundle, tmp_path):
+    """The plan-guided pick-and-place bundle through the nodes (`robot-rl sitl`, which sends an arm bundle with a
+    plan there): the bridge reports the object's pose and the goal as perception would, the policy node's runtime
+    follows the bundle's plan for the layout on the table."""
+    from robot_rl.commands import cmd_sitl
 
-    r = pick_place(str(trained_pick_place_bundle), layout=0, seconds=8.0)
+    r = cmd_sitl([f"bundle={trained_pick_place_bundle}", "seconds=8", "layout=0", f"out={tmp_path / 'r.json'}"])
     assert r["finished"] and r["mode"] == "ACTIVE", sitl_report(r)
     moved = np.linalg.norm(np.subtract(r["object_final"], r["object_start"]))
     limits = {k: v for k, v in r["counters"].items() if k.startswith("limit.")}
@@ -117,3 +118,14 @@ def test_plan_guided_pick_place_in_sitl(trained_pick_place_bundle):
     assert r["in_goal"] and moved > 0.1, sitl_report(r)
     fallbacks = [e for e in r["interventions"] if not e.startswith("event.ACTIVE")]  # armed once, then no fallback
     assert r["commands_nonfinite"] == 0 and not fallbacks, sitl_report(r)
+
+
+def test_sitl_command_sends_an_arm_bundle_to_the_arm_nodes(trained_arm_bundle, capsys):
+    from robot_rl.commands import cmd_sitl
+    from robot_rl.config import ConfigError
+
+    r = cmd_sitl([f"bundle={trained_arm_bundle}", "seconds=3"])
+    assert r["finished"] and r["mode"] == "ACTIVE", sitl_report(r)
+    assert "reach: final TCP" in capsys.readouterr().out
+    with pytest.raises(ConfigError, match="not with ros=false"):
+        cmd_sitl([f"bundle={trained_arm_bundle}", "ros=false"])
