@@ -88,6 +88,8 @@ def test_launch_files_exist():
         "arm_sitl.launch.xml",
         "quadruped_sitl.launch.xml",
         "swarm_sitl.launch.xml",
+        "arm_pick_place.launch.xml",
+        "arm_pick_place_sitl.launch.xml",
     } <= names
 
 
@@ -106,6 +108,7 @@ def test_every_executable_is_installed(installed):
         "sitl.yaml",
         "arm.yaml",
         "arm_sitl.yaml",
+        "arm_pick_place.yaml",
         "quadruped.yaml",
         "quadruped_sitl.yaml",
     }
