@@ -158,6 +158,17 @@ class PlanExecutor:
     def __init__(self, spec: PlanSpec, n: int = 1) -> None:
         self.spec = spec
         self.plans = [compile_plan(p, f"plan {i}") for i, p in enumerate(spec.plans)]
+        # every plan padded to the longest and widest, so each robot's row is one index (no loop over robots)
+        self.n_sub = np.array([len(p.skill) for p in self.plans])
+        subgoals = (len(self.plans), int(self.n_sub.max()))
+        options = (*subgoals, max(p.point.shape[1] for p in self.plans))
+        self.table = {k: np.zeros(subgoals, dtype=np.int64) for k in ("skill", "n_opt")}
+        for k, dtype in (("point", np.int64), ("height", np.float64), ("from_top", bool), ("on_destination", bool)):
+            self.table[k] = np.zeros(options, dtype=dtype)
+        for i, p in enumerate(self.plans):
+            for k in self.table:
+                v = getattr(p, k)
+                self.table[k][(i, *(slice(0, d) for d in v.shape))] = v
         self.surface = (spec.table_z, spec.object_half_height)
         self.n = n
         self.plan_index = np.zeros(n, dtype=np.int64)
@@ -186,21 +197,13 @@ class PlanExecutor:
 
     # -- state of the plans ---------------------------------------------------------------------------
     def _rows(self) -> dict[str, np.ndarray]:
-        """Each robot's current subgoal and option as rows of its plan."""
-        keys = ("skill", "point", "height", "from_top", "on_destination", "n_opt")
-        rows = {k: [] for k in (*keys, "active", "last_skill", "n_sub")}
-        for i in range(self.n):
-            p = self.plans[self.plan_index[i]]
-            n_sub = len(p.skill)
-            s = min(int(self.sub[i]), n_sub - 1)
-            o = min(int(self.opt[i]), int(p.n_opt[s]) - 1)
-            for k in keys:
-                v = getattr(p, k)
-                rows[k].append(v[s] if v.ndim == 1 else v[s, o])
-            rows["active"].append(self.sub[i] < n_sub)
-            rows["last_skill"].append(p.skill[-1])
-            rows["n_sub"].append(n_sub)
-        return {k: np.asarray(v) for k, v in rows.items()}
+        """Each robot's current subgoal and option as rows of its plan (a finished plan: its last subgoal's)."""
+        p, n_sub = self.plan_index, self.n_sub[self.plan_index]
+        s = np.minimum(self.sub, n_sub - 1)
+        o = np.minimum(self.opt, self.table["n_opt"][p, s] - 1)
+        rows = {k: v[p, s] if v.ndim == 2 else v[p, s, o] for k, v in self.table.items()}
+        rows.update(active=self.sub < n_sub, last_skill=self.table["skill"][p, n_sub - 1], n_sub=n_sub)
+        return rows
 
     def _perceived(self, raw: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         missing = [k for k in PERCEIVED if k not in raw]

@@ -90,8 +90,7 @@ class PolicyRuntime:
         if self.arm is not None:
             self.arm.reset()
         if self.plan is not None:
-            self.plan = PlanExecutor(self.bundle.plan)
-            self.plan.start(plan_index=self.plan_index)
+            self.start_plan(self.plan_index)
 
     def start_plan(self, plan_index: int) -> None:
         """A plan-guided bundle: follow the bundle's plan `plan_index` from its first subgoal (an episode starts)."""

@@ -34,7 +34,8 @@ def deploy_policy(runtime) -> Policy:
 
     def act(env) -> torch.Tensor:
         raw = {k: v.numpy() for k, v in env.task.last_raw.items()}
-        return torch.from_numpy(runtime.policy_actions(raw, **episode_info(env)))
+        info = episode_info(env) if runtime.plan is not None else {}  # only a plan's executor starts episodes
+        return torch.from_numpy(runtime.policy_actions(raw, **info))
 
     return act
 

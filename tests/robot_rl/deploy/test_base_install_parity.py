@@ -96,39 +96,28 @@ def test_deploy_runtime_in_base_venv_matches_torch(base_venv, tmp_path):
     assert abs(s_torch - s_onnx) <= 0.02
 
 
-PLAN_DATA = ROOT / "tests" / "data" / "arm_pick_place_td3bc_plan"
-
-
-def test_plan_guided_bundle_in_base_venv_matches_torch(base_venv, tmp_path):
+def test_plan_guided_bundle_in_base_venv_matches_torch(base_venv, trained_pick_place_bundle, tmp_path):
     """The pick-and-place residual on its plan (tests/data/arm_pick_place_td3bc_plan) through the base install:
     the bundle's plan executor and ONNX network against the training env's plan controller and torch actor, in
     the run's evaluation conditions (observation noise on; its controller read the perceived state in training
     too, guidance.perceived_state)."""
-    import yaml
     from omegaconf import OmegaConf
 
     from robot_rl.commands.common import load_actor
     from robot_rl.commands.evaluate import evaluation_env
-    from robot_rl.commands.export import export_run
     from robot_rl.evaluation.evaluate import evaluate, torch_policy
-    from robot_rl.training.checkpoint import load_checkpoint, task_record
+    from robot_rl.training.checkpoint import latest_checkpoint, load_checkpoint, task_record
     from robot_rl.training.ppo_trainer import restore_guidance
 
-    run = tmp_path / "run"
-    (run / "checkpoints").mkdir(parents=True)
-    cfg = yaml.safe_load((PLAN_DATA / "config.yaml").read_text())
-    cfg["runs_root"] = str(tmp_path)
-    cfg["eval"]["episodes"] = 512  # outcomes of a few contact-rich episodes flip with float rounding: more of them
-    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
-    shutil.copy(PLAN_DATA / "model.pt", run / "checkpoints" / "model_50.pt")
-    bundle = export_run(run)
+    run = trained_pick_place_bundle.parent  # the committed run, exported (tests/conftest.py)
     cfg = OmegaConf.load(run / "config.yaml")
+    cfg.eval.episodes = 512  # outcomes of a few contact-rich episodes flip with float rounding: more of them
     actor, _ = load_actor(cfg, run)
     guided = evaluation_env(cfg)
-    checkpoint = load_checkpoint(run / "checkpoints" / "model_50.pt", expect=task_record(guided.task))
-    restore_guidance(guided, checkpoint, evaluation=True)
+    restore_guidance(guided, load_checkpoint(latest_checkpoint(run), expect=task_record(guided.task)), evaluation=True)
     torch_result = evaluate(guided, torch_policy(actor), progress=False)
-    onnx_result = evaluate_served(base_venv, bundle, evaluation_env(cfg, guidance=False), tmp_path)
+    served = evaluation_env(cfg, guidance=False)
+    onnx_result = evaluate_served(base_venv, trained_pick_place_bundle, served, tmp_path)
     s_torch = torch_result["metrics"]["success_rate"]
     s_onnx = onnx_result["metrics"]["success_rate"]
     print(f"pick-and-place success torch {s_torch:.3f} vs deploy runtime {s_onnx:.3f} over 512 episodes")
