@@ -6,12 +6,15 @@ the free objects, whose places an arm's log does not hold), each parameter a sys
 it into the spec (sysid.apply_pgain / apply_dgain for the servos, the joints' damping and armature), the log becomes
 one sysid.ModelSequences of windows (SystemTrajectory: initial state from the logged joint state, the joint targets
 in effect as controls at the physics step, the logged joint positions and velocities as measurements),
-build_residual_fn + optimize fit them, and calculate_intervals gives the intervals.
+build_residual_fn + optimize fit them, then mjspec_fit's secant Gauss-Newton with the windows' initial states
+profiled out (the cost has cliffs where a servo leaves its torque limit), and calculate_intervals gives the
+intervals.
 
 Windows (multiple shooting): the servos hold the arm on the logged targets, so an open-loop rollout does not drift,
 but a window from each logged state bounds what an error early in a long log (a contact, a drop) can do. Residuals
 along a window are not independent (an initial-state error carries through it), so each interval is the wider of
-calculate_intervals' and a window-clustered (sandwich) one, as for the Crazyflie (fit_common).
+calculate_intervals' and a window-clustered (sandwich) one, as for the Crazyflie (fit_common), widened as
+mjspec_fit.intervals says.
 """
 
 from __future__ import annotations
@@ -103,25 +106,29 @@ def window_starts(log: ArmLog, horizon: int, skip_s: float = 0.0) -> np.ndarray:
     return np.asarray(starts, dtype=np.int64)
 
 
+def log_windows(log: ArmLog, horizon: int, skip_s: float = 0.0) -> list[Window]:
+    """The log's windows: initial joint state, the targets held over each period's physics steps, the logged arm
+    joints' positions and velocities."""
+    return [
+        Window(
+            f"t={log.t[k]:.2f}s",
+            log.position[k],
+            log.velocity[k],
+            np.repeat(log.commands[k : k + horizon], SUBSTEPS, axis=0),
+            np.hstack([log.position[k : k + horizon + 1, :ARM_JOINTS], log.velocity[k : k + horizon + 1, :ARM_JOINTS]]),
+        )
+        for k in window_starts(log, horizon, skip_s)
+    ]
+
+
 def model_sequences(logs: Sequence[ArmLog], spec: mujoco.MjSpec, horizon: int, skip_s: float = 0.0) -> list:
     """One sysid.ModelSequences per log: its windows as measured trajectories."""
     names = [f"{j}_qpos" for j in JOINT_NAMES] + [f"{j}_qvel" for j in JOINT_NAMES]
     out = []
     for log in logs:
-        windows = [
-            Window(
-                f"t={log.t[k]:.2f}s",
-                log.position[k],
-                log.velocity[k],
-                np.repeat(log.commands[k : k + horizon], SUBSTEPS, axis=0),
-                np.hstack(
-                    [log.position[k : k + horizon + 1, :ARM_JOINTS], log.velocity[k : k + horizon + 1, :ARM_JOINTS]]
-                ),
-            )
-            for k in window_starts(log, horizon, skip_s)
-        ]
+        windows = log_windows(log, horizon, skip_s)
         if windows:
-            out.append(mjspec_fit.model_sequences(Path(log.source).stem, spec, windows, names, log.report.period_s))
+            out.append(mjspec_fit.model_sequences(Path(log.source).stem, spec, windows, names, SUBSTEPS))
     return out
 
 
@@ -130,9 +137,11 @@ def _joint_columns(after: np.ndarray, model: mujoco.MjModel) -> np.ndarray:
     return np.hstack([after[:, 1 : 1 + ARM_JOINTS], after[:, 1 + model.nq : 1 + model.nq + ARM_JOINTS]])
 
 
+SCALE = np.repeat([SIGNAL_SCALE["position"], SIGNAL_SCALE["velocity"]], ARM_JOINTS)
+
+
 def residual_function(seqs: list) -> Callable:
-    scale = np.repeat([SIGNAL_SCALE["position"], SIGNAL_SCALE["velocity"]], ARM_JOINTS)
-    return mjspec_fit.residual_function(seqs, mjspec_fit.period_end_residual(SUBSTEPS, _joint_columns, scale))
+    return mjspec_fit.residual_function(seqs, mjspec_fit.period_end_residual(SUBSTEPS, _joint_columns, SCALE))
 
 
 def fit_arm(
@@ -150,11 +159,17 @@ def fit_arm(
         )
     progress(f"{windows} windows of {opts.horizon_s} s")
     # Servo torque limits bind during the transients after each new target (measured: 12 of 22 windows of a SITL
-    # reach), which puts kinks into the cost where least squares from the nominal model stopped (armature 1.40
-    # for a true 1.30, noise free). So it starts from the best point of a coarse scan (one batched residual call).
-    fit = mjspec_fit.scan_and_fit(
-        parameter_dict(spec), residual_function(seqs), FITTED, [START_GRID] * len(FITTED), opts.max_iters, progress
+    # reach), which puts cliffs into the cost where least squares from the nominal model stopped (armature 1.40
+    # for a true 1.30, noise free). So it starts from the best point of a coarse scan (one batched residual call),
+    # and mjspec_fit's secant Gauss-Newton goes on from where sysid.optimize stops.
+    windows_in_order = [w for log in logs for w in log_windows(log, horizon, opts.skip_s)]
+    shooting = mjspec_fit.Shooting(
+        spec, windows_in_order, SUBSTEPS, _joint_columns, SCALE, (SIGNAL_SCALE["position"], SIGNAL_SCALE["velocity"])
     )
+    fit = mjspec_fit.scan_and_fit(
+        parameter_dict(spec), residual_function(seqs), FITTED, [START_GRID] * len(FITTED), opts.max_iters, progress,
+        shooting,
+    )  # fmt: skip
     return fit.result(SysidResult, dict.fromkeys(FITTED, 1.0), windows)
 
 

@@ -131,7 +131,7 @@ def fit_quadruped(
     spec = scene_spec(*gains)
     joints = {f"{j}_qpos": 1 for j in JOINT_NAMES}, {f"{j}_qvel": 1 for j in JOINT_NAMES}
     names = {"root_qpos": 7, **joints[0], "root_qvel": 6, **joints[1]}  # the whole state, the model's order
-    seqs, count = [], 0
+    seqs, every_window = [], []
     for log in logs:
         qpos, qvel = logged_state(log)
         measured = np.hstack([qpos, qvel])
@@ -142,7 +142,8 @@ def fit_quadruped(
         ]  # fmt: skip
         if windows:
             seqs.append(mjspec_fit.model_sequences(Path(log.source).stem, spec, windows, names, SUBSTEPS))
-            count += len(windows)
+            every_window += windows
+    count = len(every_window)
     if count < 4:
         raise ValueError(
             f"only {count} usable {opts.horizon_s} s windows in the logs (commanded with kp {gains[0]:g}, kd "
@@ -153,7 +154,9 @@ def fit_quadruped(
     residual_fn = mjspec_fit.residual_function(seqs, mjspec_fit.period_end_residual(SUBSTEPS, _state_columns, scale))
     progress(f"{count} windows of {opts.horizon_s} s; servos kp {gains[0]:g}, kd {gains[1]:g}")
     grid = [START_GRID[n] for n in FITTED]
-    fit = mjspec_fit.scan_and_fit(parameter_dict(*gains), residual_fn, FITTED, grid, opts.max_iters, progress)
+    steps = (SIGNAL_SCALE["position"], SIGNAL_SCALE["velocity"])
+    shooting = mjspec_fit.Shooting(spec, every_window, SUBSTEPS, _state_columns, scale, steps)
+    fit = mjspec_fit.scan_and_fit(parameter_dict(*gains), residual_fn, FITTED, grid, opts.max_iters, progress, shooting)
     nominal = QuadrupedParams().as_dict()
     return fit.result(SysidResult, {n: nominal[n] for n in FITTED}, count)
 
