@@ -70,6 +70,19 @@ class ArmSitl:
         self.set_target(self.target)
         self.time = 0.0
 
+    def place(self, position: np.ndarray, velocity: np.ndarray, servo_targets: np.ndarray | None = None) -> None:
+        """Put the arm in this joint state (the 7 joints in rad, then each finger in m; velocities alike), e.g. a
+        log's, with the servos on these targets (default: the position) until the next step's arrive."""
+        position, velocity = (np.asarray(x, dtype=np.float64).reshape(ARM_DOF + 2) for x in (position, velocity))
+        targets = position if servo_targets is None else np.asarray(servo_targets, dtype=np.float64)
+        b = self.env.backend
+        for field, values in ((b.qpos, position), (b.qvel, velocity)):
+            field[0, :ARM_DOF] = torch.as_tensor(values[:ARM_DOF])
+            field[0, FINGER_QPOS] = torch.as_tensor(values[ARM_DOF:])
+        self.task.prev_ctrl[0] = torch.as_tensor(targets.reshape(ARM_DOF + 2))
+        b.forward(torch.tensor([0]))
+        self.task.after_physics()  # kinematics and what the task reports, at the new state
+
     def set_target(self, target) -> None:
         """Where the reach marker is (m, base frame); drawn in the scene for videos. Reach only."""
         self.target = np.asarray(target, dtype=np.float64)

@@ -1,4 +1,4 @@
-"""robot-rl replay: a flight log replayed in simulation, open loop and (with bundle=) closed loop; an arm's or a
+"""robot-rl replay: a flight log or an arm's log replayed in simulation, open loop and (with bundle=) closed loop; a
 quadruped's log (the topics tell which) open loop."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def cmd_replay(args: list[str]) -> dict:
 
 
 def _arm_robot() -> dict:
-    from robot_rl.sim2real.arm_replay import arm_model, arm_open_loop_errors, tcp_positions
+    from robot_rl.sim2real.arm_replay import arm_closed_loop, arm_model, arm_open_loop_errors, tcp_positions
     from sim.tasks.arm.physical import ArmParams, load_fit
 
     model = arm_model(ArmParams())  # the nominal arm's TCP: compiled once for every log
@@ -78,7 +78,7 @@ def _arm_robot() -> dict:
         return tcp_positions(model, qpos)
 
     return {"robot": "arm", "what": "TCP", "params": ArmParams, "load_fit": load_fit, "errors": arm_open_loop_errors,
-            "positions": positions}  # fmt: skip
+            "positions": positions, "closed_loop": arm_closed_loop}  # fmt: skip
 
 
 def _quadruped_robot() -> dict:
@@ -95,8 +95,9 @@ def _replay_open_loop(opts: dict, logs: list, robot: dict) -> dict:
     from robot_rl.sim2real.replay import error_table
 
     name, what = robot["robot"], robot["what"]
-    if opts.get("bundle"):
-        raise ConfigError(f"replay bundle= (closed loop) is the Crazyflie's; a {name}'s log replays open loop only")
+    if opts.get("bundle") and "closed_loop" not in robot:
+        raise ConfigError(f"replay bundle= (closed loop) is the Crazyflie's and the arm's; a {name}'s log replays "
+                          "open loop only")  # fmt: skip
     models = {"nominal": robot["params"]()}
     fit = None
     if opts.get("params"):
@@ -119,14 +120,25 @@ def _replay_open_loop(opts: dict, logs: list, robot: dict) -> dict:
         for r, joint in runs:
             cells = ", ".join(f"{h:.1f} s {e * 1000:.2f} mrad" for h, e in zip(r.horizons_s, joint, strict=True))
             print(f"median |joint error| ({r.label}): {cells}")
-        summary["logs"].append({
+        entry = {
             "log": log.source,
             "t": log.t.round(4).tolist(),
             "position": np.asarray(robot["positions"](log)).round(4).tolist(),
             "report": log.report.lines(),
             "open_loop": [r.as_dict() | {"joint_median_rad": j.round(6).tolist()} for r, j in runs],
             "params": {label: p.as_dict() for label, p in models.items()},
-        })  # fmt: skip
+        }
+        if opts.get("bundle"):
+            try:
+                entry["closed_loop"] = {
+                    label: robot["closed_loop"](log, Path(opts["bundle"]), p) for label, p in models.items()
+                }
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
+            for label, c in entry["closed_loop"].items():
+                rms = ", ".join(f"{a} {v * 1000:.2f} mm" for a, v in c["rms_m"].items())
+                print(f"closed loop ({label}): RMS sim - log {what} {rms}; joints {c['joint_rms_rad'] * 1000:.2f} mrad")
+        summary["logs"].append(entry)
     if fit is not None:
         summary["sysid"] = str(Path(opts["params"]).resolve())
         summary["fit"] = {k: {"value": v, "interval": [lo, hi]} for k, (v, lo, hi) in fit.items()}

@@ -6,17 +6,24 @@ physics steps, by mujoco.rollout (mjspec_fit.rollout_windows), one batch of wind
 point (the model's `tcp` site, forward kinematics of the joints) is compared with the log's after each horizon, per
 axis, so the table and the dashboard's overlay read as the Crazyflie's do (robot_rl.sim2real.replay.OpenLoopErrors).
 The joints' own errors are reported beside it: median |joint error| over joints and windows.
+
+Closed loop (arm_closed_loop): a reach bundle moves the simulated arm from a logged state towards the logged
+targets, and its TCP is compared with the log's along the way.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import mujoco
 import numpy as np
+import torch
 
 from robot_rl.sim2real.arm_log import ARM_JOINTS, ArmLog
 from robot_rl.sim2real.arm_sysid import SUBSTEPS, SysidOptions, arm_spec, window_starts
 from robot_rl.sim2real.mjspec_fit import rollout_windows
-from robot_rl.sim2real.replay import OpenLoopErrors
+from robot_rl.sim2real.replay import AXES, OpenLoopErrors
+from sim.robots.diff_ik import forward_kinematics
 from sim.tasks.arm.physical import ArmParams, apply_to_spec, nominal_values
 
 HORIZONS_S = (0.2, 0.4, 1.0)  # whole control periods of 0.04 s
@@ -65,3 +72,57 @@ def arm_open_loop_errors(
     at = np.array(steps) - 1
     joint_err = np.abs(qpos[..., :ARM_JOINTS] - logged[..., :ARM_JOINTS])[:, at]  # (K, horizons, 7)
     return result, np.median(joint_err.transpose(1, 0, 2).reshape(len(at), -1), axis=1)
+
+
+def arm_closed_loop(log: ArmLog, bundle_dir: Path, params: ArmParams) -> dict:
+    """The bundle moving the simulated arm (`params`) from the log's state 1 s after the first command (as the fit's
+    windows start, sysid.SysidOptions.skip_s) towards the logged reach targets, against what the robot did: both
+    TCP trajectories at the log's stamps, the per-axis RMS of their difference and the joints' RMS difference.
+
+    The policy's joint targets pass through the arm safety node's filter with its default limits
+    (robot_rl.deploy.joint_limits: lead, speed, range, workspace), as on the robot; the policy sees the simulated
+    arm's exact state, without the robot's sensor noise."""
+    from robot_rl.deploy import PolicyRuntime
+    from robot_rl.deploy.arm_ik import IKSpec
+    from robot_rl.deploy.arm_ik import forward_kinematics as deploy_fk
+    from robot_rl.deploy.joint_limits import arm_limits, filter_targets
+    from sim.arm_sitl import ArmSitl
+
+    runtime = PolicyRuntime(bundle_dir)
+    inputs = {key for term in runtime.bundle.observation for key in term.inputs}
+    if runtime.arm is None or runtime.plan is not None or "target_position" not in inputs:
+        raise ValueError(f"{bundle_dir}: closed-loop replay of an arm's log takes a reach bundle (target_position)")
+    if log.target is None:
+        raise ValueError(f"{log.source}: no reach target (<ns>/target_position) in the log to steer the policy by")
+    k0 = int(np.searchsorted(log.t, log.t[int(np.argmax(log.commanded))] + SysidOptions.skip_s - 1e-9))
+    if not log.commanded.any() or k0 >= len(log.t) - 1:
+        raise ValueError(f"{log.source}: no commanded stretch to replay closed loop")
+    ik = IKSpec.from_dict(runtime.bundle.extra["ik"])
+    limits, tcp_of = arm_limits(), lambda q7: deploy_fk(ik, np.asarray(q7)[None]).tcp[0, :3, 3]
+    sent = log.commands[k0 - 1].copy() if k0 > 0 else None
+    sim = ArmSitl(physical=params.as_dict())
+    sim.reset()
+    sim.place(log.position[k0], log.velocity[k0], sent)
+    tcp = np.empty((len(log.t) - k0, 3))
+    joints = np.empty((len(log.t) - k0, ARM_JOINTS))
+    for k in range(k0, len(log.t)):
+        state = sim.state()
+        tcp[k - k0], joints[k - k0] = sim.tcp_position(), state["position"][:ARM_JOINTS]
+        sim.set_target(log.target[k])
+        raw = {
+            "joint_position": state["position"][:ARM_JOINTS],
+            "joint_velocity": state["velocity"][:ARM_JOINTS],
+            "gripper_width": state["position"][ARM_JOINTS:].sum(keepdims=True),
+            "target_position": log.target[k],
+        }
+        sent = filter_targets(runtime.act(raw), state["position"], sent, sim.dt, limits, tcp_of)[0]
+        sim.step(sent)
+    logged_tcp = forward_kinematics(torch.as_tensor(log.position[k0:, :ARM_JOINTS])).tcp[:, :3, 3].numpy()
+    diff = tcp - logged_tcp
+    return {
+        "t": log.t[k0:].round(4).tolist(),
+        "sim_position": tcp.round(5).tolist(),
+        "rms_m": dict(zip(AXES, np.sqrt(np.mean(diff**2, axis=0)).round(6).tolist(), strict=True)),
+        "joint_rms_rad": float(np.sqrt(np.mean((joints - log.position[k0:, :ARM_JOINTS]) ** 2)).round(6)),
+        "crashed": False,
+    }

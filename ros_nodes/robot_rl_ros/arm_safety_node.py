@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 from robot_rl.deploy.arm_ik import IKSpec, forward_kinematics
-from robot_rl_ros.joint_supervisor import arm_limits
+from robot_rl.deploy.joint_limits import arm_limits
 from robot_rl_ros.msgs import ARM_JOINT_NAMES
 from robot_rl_ros.safety_base import JointSafetyNode, joint_safety_params
 from robot_rl_ros.spin import node_main

@@ -12,11 +12,12 @@ passed in explicitly, as in the drone supervisor, so the logic is tested in plai
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 import numpy as np
 
+from robot_rl.deploy.joint_limits import JointLimits, arm_limits, filter_targets, outside_box
 from robot_rl_ros.event_log import EventLog
 from robot_rl_ros.limits import is_finite, tilt_deg
 from robot_rl_ros.monitor import CommanderWatch, InputMonitor
@@ -31,97 +32,6 @@ class JointMode(IntEnum):
     HOLD = 2
     DAMP = 3
     ESTOP = 4
-
-
-@dataclass
-class JointLimits:
-    q_low: np.ndarray
-    q_high: np.ndarray
-    # Largest |target - measured|: a target far from where the joint is means a large torque step.
-    max_lead: np.ndarray
-    # Largest change of the target per second.
-    max_speed: np.ndarray
-    # TCP box (m, base frame) for arms: a commanded pose outside it is refused; the measured TCP
-    # beyond it by workspace_margin_m -> fallback. None: no workspace (legs).
-    workspace_low: np.ndarray | None = None
-    workspace_high: np.ndarray | None = None
-    workspace_margin_m: float = 0.03
-
-    @property
-    def n(self) -> int:
-        return len(self.q_low)
-
-    def with_params(self, p: dict) -> JointLimits:
-        """These limits with the ones given as flat ROS parameters; checked."""
-        out = JointLimits(**{f.name: getattr(self, f.name) for f in fields(JointLimits)})
-        for f in fields(JointLimits):
-            v = p.get(f.name)
-            if v is not None and not (isinstance(v, list) and len(v) == 0):
-                setattr(out, f.name, np.asarray(v, dtype=np.float64) if isinstance(v, (list, tuple)) else float(v))
-        for name in ("q_low", "q_high", "max_lead", "max_speed"):
-            if getattr(out, name).shape != (self.n,):
-                raise ValueError(f"limit '{name}' needs {self.n} values (one per joint)")
-        if (out.workspace_low is None) != (out.workspace_high is None):
-            raise ValueError("give both workspace_low and workspace_high, or neither")
-        if out.workspace_low is not None:
-            for name in ("workspace_low", "workspace_high"):
-                if getattr(out, name).shape != (3,):
-                    raise ValueError(f"limit '{name}' needs 3 values (x, y, z)")
-            if np.any(out.workspace_low > out.workspace_high):
-                raise ValueError("a low limit exceeds its high limit")
-        if np.any(out.q_low > out.q_high):
-            raise ValueError("a low limit exceeds its high limit")
-        if np.any(out.max_lead <= 0) or np.any(out.max_speed <= 0):
-            raise ValueError("max_lead and max_speed must be positive")
-        return out
-
-
-def arm_limits() -> JointLimits:
-    """A Franka-like arm: joint limits less 0.05 rad, fingers 0..0.04 m; Franka's joint speed limits."""
-    return JointLimits(
-        q_low=np.array([-2.8473, -1.7128, -2.8473, -3.0218, -2.8473, 0.0325, -2.8473, 0.0, 0.0]),
-        q_high=np.array([2.8473, 1.7128, 2.8473, -0.1198, 2.8473, 3.7025, 2.8473, 0.04, 0.04]),
-        max_lead=np.array([0.2] * 7 + [0.05, 0.05]),
-        max_speed=np.array([2.175, 2.175, 2.175, 2.175, 2.61, 2.61, 2.61, 0.2, 0.2]),
-        workspace_low=np.array([0.1, -0.7, 0.005]),
-        workspace_high=np.array([0.95, 0.7, 1.0]),
-    )
-
-
-def go1_limits() -> JointLimits:
-    """A Go1: the URDF joint limits (hip, thigh, calf per leg, FR FL RR RL); targets may lead the joints
-    by 0.6 rad (a trot's swing) and move at 20 rad/s (the motors' no-load speed is ~30 rad/s)."""
-    return JointLimits(
-        q_low=np.array([-0.863, -0.686, -2.818] * 4),
-        q_high=np.array([0.863, 4.501, -0.888] * 4),
-        max_lead=np.full(12, 0.6),
-        max_speed=np.full(12, 20.0),
-    )
-
-
-# ----- limiters: each returns the changed targets and whether it changed anything -----
-def clip_joints(q: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, bool]:
-    out = np.clip(q, low, high)
-    return out, bool(np.any(out != q))
-
-
-def limit_lead(q: np.ndarray, measured: np.ndarray, max_lead: np.ndarray) -> tuple[np.ndarray, bool]:
-    out = measured + np.clip(q - measured, -max_lead, max_lead)
-    return out, bool(np.any(np.abs(out - q) > 1e-12))
-
-
-def limit_speed(q: np.ndarray, prev: np.ndarray | None, dt: float, max_speed: np.ndarray) -> tuple[np.ndarray, bool]:
-    if prev is None or dt <= 0:
-        return q, False
-    out = prev + np.clip(q - prev, -max_speed * dt, max_speed * dt)
-    return out, bool(np.any(np.abs(out - q) > 1e-12))
-
-
-def outside_box(p: np.ndarray, low: np.ndarray, high: np.ndarray, margin: float = 0.0) -> str | None:
-    for i, axis in enumerate("xyz"):
-        if p[i] < low[i] - margin or p[i] > high[i] + margin:
-            return f"TCP {axis} = {p[i]:.3f} m outside [{low[i]:.3f}, {high[i]:.3f}] m"
-    return None
 
 
 @dataclass
@@ -288,20 +198,12 @@ class JointSupervisor:
         return cmd
 
     def _filter(self, action: np.ndarray, now: float) -> np.ndarray:
-        lim = self.cfg.limits
-        cmd, hit = clip_joints(action, lim.q_low, lim.q_high)
-        self.counts["limit.joint"] += hit
-        cmd, hit = limit_lead(cmd, self.q, lim.max_lead)
-        self.counts["limit.lead"] += hit
         dt = 0.0 if self.last_cmd_time is None else now - self.last_cmd_time
-        cmd, hit = limit_speed(cmd, self.last_cmd, dt, lim.max_speed)
-        self.counts["limit.speed"] += hit
-        if self.tcp_position is not None:
-            why = outside_box(self.tcp_position(cmd[:7]), lim.workspace_low, lim.workspace_high)
-            if why:  # refuse the pose: keep the last target, or where the arm is
-                self.counts["limit.workspace"] += 1
-                self.note(now, "intervention", f"commanded {why}")
-                cmd = self.last_cmd if self.last_cmd is not None else self.q.copy()
+        cmd, hits, refused = filter_targets(action, self.q, self.last_cmd, dt, self.cfg.limits, self.tcp_position)
+        for name, hit in hits.items():
+            self.counts[f"limit.{name}"] += hit
+        if refused:
+            self.note(now, "intervention", f"commanded {refused}")
         return cmd
 
     # ----- mode logic -----

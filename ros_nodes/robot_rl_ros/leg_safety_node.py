@@ -15,8 +15,8 @@ import sys
 import numpy as np
 from sensor_msgs.msg import Imu
 
+from robot_rl.deploy.joint_limits import go1_limits
 from robot_rl_ros import qos
-from robot_rl_ros.joint_supervisor import go1_limits
 from robot_rl_ros.msgs import LEG_JOINT_NAMES
 from robot_rl_ros.safety_base import JointSafetyNode, joint_safety_params
 from robot_rl_ros.spin import node_main

@@ -6,17 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from robot_rl_ros.joint_supervisor import (
-    JointMode,
-    JointSupervisor,
-    JointSupervisorConfig,
-    arm_limits,
-    clip_joints,
-    go1_limits,
-    limit_lead,
-    limit_speed,
-    outside_box,
-)
+from robot_rl_ros.joint_supervisor import JointMode, JointSupervisor, JointSupervisorConfig
+
+from robot_rl.deploy.joint_limits import arm_limits, go1_limits, limit_lead
 
 HOME = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785, 0.04, 0.04])
 
@@ -37,20 +29,6 @@ def armed(tcp=None) -> JointSupervisor:
     sup.step(0.0)
     assert sup.mode == JointMode.ACTIVE
     return sup
-
-
-def test_each_limiter_changes_an_out_of_range_input():
-    lim = arm_limits()
-    q, hit = clip_joints(HOME + np.r_[0, 5.0, 0, 0, 0, 0, 0, 0, 0], lim.q_low, lim.q_high)
-    assert hit and q[1] == lim.q_high[1]
-    q, hit = limit_lead(HOME + 0.5, HOME, lim.max_lead)
-    assert hit and np.allclose(q - HOME, lim.max_lead)
-    q, hit = limit_speed(HOME + 0.5, HOME, 0.04, lim.max_speed)
-    assert hit and np.allclose(q - HOME, lim.max_speed * 0.04)
-    assert outside_box(np.array([0.5, 0.0, -0.1]), lim.workspace_low, lim.workspace_high).startswith("TCP z")
-    for f, args in ((clip_joints, (lim.q_low, lim.q_high)), (limit_lead, (HOME, lim.max_lead))):
-        assert not f(HOME, *args)[1]  # in range: unchanged
-    assert outside_box(np.array([0.5, 0.0, 0.3]), lim.workspace_low, lim.workspace_high) is None
 
 
 def test_active_commands_pass_through_the_limiters_and_are_counted():

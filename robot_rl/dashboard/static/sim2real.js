@@ -98,7 +98,7 @@ function paramTable(lg, source) {
 
 function closedLoopTable(lg) {
   if (!lg.closed_loop.length) return null;
-  return h("section", {}, h("h4", {}, "Closed loop (the policy flown in simulation under the logged goals)"),
+  return h("section", {}, h("h4", {}, "Closed loop (the policy run in simulation under the logged goals or targets)"),
     h("table", { class: "s2r-closed" },
       h("thead", {}, h("tr", {}, ["model", ...S2R_AXES.map((a) => `RMS ${a} (cm)`), "crashed"].map((c) => h("th", {}, c)))),
       h("tbody", {}, lg.closed_loop.map((c) => h("tr", { "data-model": c.label }, h("td", {}, c.label),

@@ -35,9 +35,10 @@ def write_joint_state_log(path) -> None:
         w.finish()
 
 
-def replay_nominal_and_fit(log, params, runs_root, capsys):
-    """Run `robot-rl replay` of a log under the nominal model and a fit; return what it printed, the folder it wrote,
-    the nominal and the fitted open-loop median errors (one row per horizon), checking the page reads them."""
+def replay_nominal_and_fit(log, params, runs_root, capsys, bundle=None):
+    """Run `robot-rl replay` of a log under the nominal model and a fit (closed loop too with a bundle); return what
+    it printed, the folder it wrote, the nominal and the fitted open-loop median errors (one row per horizon),
+    checking the page reads them."""
     import json
 
     import numpy as np
@@ -46,7 +47,8 @@ def replay_nominal_and_fit(log, params, runs_root, capsys):
     from robot_rl.dashboard.sim2real import read_entry
 
     capsys.readouterr()
-    assert main(["replay", f"log={log}", f"params={params}", f"runs_root={runs_root}"]) == 0
+    extra = [f"bundle={bundle}"] if bundle is not None else []
+    assert main(["replay", f"log={log}", f"params={params}", f"runs_root={runs_root}", *extra]) == 0
     printed = capsys.readouterr().out
     folder = runs_root / "sim2real" / log.stem
     doc = json.loads((folder / "replay.json").read_text())
