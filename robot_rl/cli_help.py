@@ -130,11 +130,16 @@ VERBS = {
         "replay log=FILE.mcap[,...] [params=sysid.yaml] [bundle=DIR] [out=DIR | runs_root=DIR] [namespace=cf1]",
         "Replay a Crazyflie flight log in simulation: the logged commands open loop from logged states (error per "
         "axis after 0.1, 0.5 and 1 s), and with bundle= the policy closed loop from the log's start. An arm's or a "
-        "quadruped's log replays open loop (TCP or trunk error per axis, and joint errors).",
+        "quadruped's log replays open loop (TCP or trunk error per axis, and joint errors) and, with bundle=, closed "
+        "loop through the safety node's target filter.",
         (
             ("log=FILE.mcap", "MCAP logs, comma-separated (required): a Crazyflie's, an arm's or a quadruped's"),
             ("params=sysid.yaml", "also replay under a robot-rl sysid fit, beside the nominal model"),
-            ("bundle=DIR", "Crazyflie: fly this policy closed loop from the log's first state under the logged goals"),
+            (
+                "bundle=DIR",
+                "run this policy closed loop from the log's state under the logged goals, reach targets "
+                "(arm) or velocity commands (quadruped)",
+            ),
             ("out=DIR", "replay.json and replay.svg (default <runs_root>/sim2real/<log name>/: sim vs real's)"),
             ("runs_root=DIR", "the runs root the default out= is under (default runs, as for train)"),
             ("namespace=cf1", "the drone, when a log holds several"),

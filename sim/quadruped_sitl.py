@@ -46,6 +46,17 @@ class QuadrupedSitl:
         b.forward(torch.tensor([0]))
         self.time = 0.0
 
+    def place(self, qpos: np.ndarray, qvel: np.ndarray, targets: np.ndarray | None = None) -> None:
+        """Put the robot in this state (the model's qpos (19) and qvel (18): trunk, then the 12 joints), e.g. a log's,
+        with the motors on these joint targets (default: the joints' positions) until the next step's arrive."""
+        b = self.env.backend
+        b.qpos[0] = torch.as_tensor(np.asarray(qpos, dtype=np.float64).reshape(b.qpos.shape[1]))
+        b.qvel[0] = torch.as_tensor(np.asarray(qvel, dtype=np.float64).reshape(b.qvel.shape[1]))
+        held = b.qpos[0, 7:] if targets is None else torch.as_tensor(np.asarray(targets, dtype=np.float64))
+        self.task.target[0] = held.reshape(12)
+        b.forward(torch.tensor([0]))
+        self.task.after_physics()
+
     def step(self, q_des: np.ndarray, kp: np.ndarray, kd: np.ndarray) -> None:
         cmd = [torch.as_tensor(np.asarray(x, dtype=np.float64)).reshape(1, 12) for x in (q_des, kp, kd)]
         if not all(torch.all(torch.isfinite(c)) for c in cmd):

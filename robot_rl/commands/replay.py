@@ -1,5 +1,5 @@
-"""robot-rl replay: a flight log or an arm's log replayed in simulation, open loop and (with bundle=) closed loop; a
-quadruped's log (the topics tell which) open loop."""
+"""robot-rl replay: a flight log, an arm's or a quadruped's log (the topics tell which) replayed in simulation, open
+loop and (with bundle=) closed loop."""
 
 from __future__ import annotations
 
@@ -82,11 +82,12 @@ def _arm_robot() -> dict:
 
 
 def _quadruped_robot() -> dict:
-    from robot_rl.sim2real.quadruped_replay import quadruped_open_loop_errors
+    from robot_rl.sim2real.quadruped_replay import quadruped_closed_loop, quadruped_open_loop_errors
     from sim.tasks.quadruped.physical import QuadrupedParams, load_fit
 
     return {"robot": "quadruped", "what": "trunk", "params": QuadrupedParams, "load_fit": load_fit,
-            "errors": quadruped_open_loop_errors, "positions": lambda log: log.base_position}  # fmt: skip
+            "errors": quadruped_open_loop_errors, "positions": lambda log: log.base_position,
+            "closed_loop": quadruped_closed_loop}  # fmt: skip
 
 
 def _replay_open_loop(opts: dict, logs: list, robot: dict) -> dict:
@@ -95,9 +96,6 @@ def _replay_open_loop(opts: dict, logs: list, robot: dict) -> dict:
     from robot_rl.sim2real.replay import error_table
 
     name, what = robot["robot"], robot["what"]
-    if opts.get("bundle") and "closed_loop" not in robot:
-        raise ConfigError(f"replay bundle= (closed loop) is the Crazyflie's and the arm's; a {name}'s log replays "
-                          "open loop only")  # fmt: skip
     models = {"nominal": robot["params"]()}
     fit = None
     if opts.get("params"):
@@ -137,7 +135,11 @@ def _replay_open_loop(opts: dict, logs: list, robot: dict) -> dict:
                 raise ConfigError(str(e)) from None
             for label, c in entry["closed_loop"].items():
                 rms = ", ".join(f"{a} {v * 1000:.2f} mm" for a, v in c["rms_m"].items())
-                print(f"closed loop ({label}): RMS sim - log {what} {rms}; joints {c['joint_rms_rad'] * 1000:.2f} mrad")
+                print(f"closed loop ({label}): RMS sim - log {what} {rms}; joints {c['joint_rms_rad'] * 1000:.2f} mrad"
+                      f"{'; fell' if c['crashed'] else ''}")  # fmt: skip
+                for seg in c.get("segments", []):  # a quadruped: mean body velocity per velocity command
+                    triple = lambda v: "(" + ", ".join(f"{x:+.2f}" for x in v) + ")"  # noqa: E731
+                    print(f"  command {triple(seg['command'])}: log {triple(seg['log'])}, sim {triple(seg['sim'])}")
         summary["logs"].append(entry)
     if fit is not None:
         summary["sysid"] = str(Path(opts["params"]).resolve())

@@ -235,10 +235,16 @@ def log_topics(path: str | Path) -> set[str]:
 def held_points(rows: list, state_pub: np.ndarray) -> np.ndarray | None:
     """The PointStamped in effect at each state (a goal, a reach target), by publish time, held; the first one
     before it arrived. None without messages."""
+    return held_values(rows, state_pub, lambda m: (m.point.x, m.point.y, m.point.z))
+
+
+def held_values(rows: list, state_pub: np.ndarray, values: Callable[[object], tuple]) -> np.ndarray | None:
+    """values(message) of the message in effect at each state, by publish time, held; the first one before it
+    arrived. None without messages."""
     if not rows:
         return None
     pub = publish_s(rows)
-    vals = np.array([(m.point.x, m.point.y, m.point.z) for _, _, m in rows], dtype=np.float64)
+    vals = np.array([values(m) for _, _, m in rows], dtype=np.float64)
     order = np.argsort(pub, kind="stable")
     idx = np.clip(np.searchsorted(pub[order], state_pub, side="right") - 1, 0, len(vals) - 1)
     return vals[order][idx]

@@ -25,6 +25,8 @@ from robot_rl.sim2real.log_common import (
     LogReport,
     StepLog,
     commands_in_effect,
+    held_points,
+    held_values,
     joint_state_rows,
     order_stamps,
     period_and_gaps,
@@ -58,6 +60,9 @@ class QuadrupedLog(StepLog):
     has_trunk: np.ndarray  # (T,) bool: an odometry sample matched this state
     report: LogReport
     published: np.ndarray | None = None
+    # (T, 3) the velocity command in effect (vx, vy in m/s, yaw rate in rad/s): <ns>/cmd_vel (TwistStamped) or the
+    # policy node's <ns>/command (PointStamped), held; None when neither was logged
+    velocity_command: np.ndarray | None = None
 
     robot = "go1_like"
 
@@ -109,7 +114,9 @@ def _commands(topic: str, rows: list, path: Path) -> np.ndarray:
 def read_quadruped_log(path: str | Path, namespace: str | None = None) -> QuadrupedLog:
     """Read and align a quadruped's log; LogError with one line for a log that cannot be used."""
     path = Path(path)
-    by_topic, topics = read_messages(path, lambda t: t.endswith(("/joint_states", "/odom", "/" + COMMAND_SUFFIX)))
+    by_topic, topics = read_messages(
+        path, lambda t: t.endswith(("/joint_states", "/odom", "/" + COMMAND_SUFFIX, "/cmd_vel", "/command"))
+    )
     ns = _namespace(path, by_topic, namespace)
     state_topic, odom_topic, command_topic = f"{ns}/joint_states", f"{ns}/odom", f"{ns}/{COMMAND_SUFFIX}"
     for topic, what in ((state_topic, "the joint states"), (odom_topic, "the trunk's state"),
@@ -163,4 +170,14 @@ def read_quadruped_log(path: str | Path, namespace: str | None = None) -> Quadru
         has_trunk=has_trunk,
         report=report,
         published=in_effect.published,
+        velocity_command=_velocity_command(by_topic, ns, pub),
     )
+
+
+def _velocity_command(by_topic: dict[str, list], ns: str, state_pub: np.ndarray) -> np.ndarray | None:
+    twist = held_values(
+        by_topic.get(f"{ns}/cmd_vel", []),
+        state_pub,
+        lambda m: (m.twist.linear.x, m.twist.linear.y, m.twist.angular.z),
+    )
+    return twist if twist is not None else held_points(by_topic.get(f"{ns}/command", []), state_pub)

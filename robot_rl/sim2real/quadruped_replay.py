@@ -6,9 +6,14 @@ under the logged targets, held over each control period's 4 physics steps (mjspe
 position is compared with the log's after each horizon, per axis (robot_rl.sim2real.replay.OpenLoopErrors, the
 Crazyflie's table and the dashboard's overlay); the joints' median |error| is reported beside it. Open loop on legs
 drifts fast (nothing steers the trunk back), which is what the horizons show.
+
+Closed loop (quadruped_closed_loop): a velocity-command bundle walks the simulated robot from a logged state under
+the logged commands, and its trunk is compared with the log's along the way.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 
@@ -22,7 +27,7 @@ from robot_rl.sim2real.quadruped_sysid import (
     usual_gains,
     window_starts,
 )
-from robot_rl.sim2real.replay import OpenLoopErrors
+from robot_rl.sim2real.replay import AXES, OpenLoopErrors
 from sim.tasks.quadruped.physical import QuadrupedParams, apply_to_spec
 
 HORIZONS_S = (0.1, 0.2, 0.5)  # whole 20 ms control periods
@@ -53,3 +58,74 @@ def quadruped_open_loop_errors(
     at = np.array(steps) - 1
     joint_err = np.abs(pred[..., 7:] - logged[..., 7:])[:, at]  # (K, horizons, 12)
     return result, np.median(joint_err.transpose(1, 0, 2).reshape(len(at), -1), axis=1)
+
+
+def quadruped_closed_loop(log: QuadrupedLog, bundle_dir: Path, params: QuadrupedParams) -> dict:
+    """The bundle walking the simulated robot (`params`) from the log's state 1 s after the first command under the
+    logged velocity commands, against what the robot did: the trunk's positions at the log's stamps, the per-axis
+    RMS of the position difference, the joints' RMS difference, and per velocity command the mean body velocity of
+    both (command_segments).
+
+    The policy's joint targets pass through the leg safety node's filter with its default limits
+    (robot_rl.deploy.joint_limits), as on the robot; the policy sees the simulated robot's exact state. Legs drift
+    and gaits fall out of phase, so the trunk's difference grows with the log's length; the means per command are
+    the steadier figures."""
+    from robot_rl.deploy import PolicyRuntime
+    from robot_rl.deploy.joint_limits import filter_targets, go1_limits
+    from sim.quadruped_sitl import QuadrupedSitl
+
+    runtime = PolicyRuntime(bundle_dir)
+    inputs = {key for term in runtime.bundle.observation for key in term.inputs}
+    servo = runtime.bundle.extra.get("servo")
+    if "command" not in inputs or not isinstance(servo, dict):
+        raise ValueError(f"{bundle_dir}: closed-loop replay of a quadruped's log takes a velocity-command bundle")
+    if log.velocity_command is None:
+        raise ValueError(f"{log.source}: no velocity command (<ns>/cmd_vel or <ns>/command) in the log")
+    k0 = int(np.searchsorted(log.t, log.t[int(np.argmax(log.commanded))] + SysidOptions.skip_s - 1e-9))
+    if not log.commanded.any() or k0 >= len(log.t) - 1:
+        raise ValueError(f"{log.source}: no commanded stretch to replay closed loop")
+    kp, kd = (np.broadcast_to(np.asarray(servo[k], dtype=np.float64), (12,)).copy() for k in ("kp", "kd"))
+    qpos, qvel = logged_state(log)
+    sent = log.targets[k0 - 1].copy() if k0 > 0 else None
+    sim = QuadrupedSitl(physical=params.as_dict())
+    sim.reset()
+    sim.place(qpos[k0], qvel[k0], sent)
+    limits = go1_limits()
+    n = len(log.t) - k0
+    trunk, velocity, joints = np.empty((n, 3)), np.empty((n, 3)), np.empty((n, 12))
+    for k in range(k0, len(log.t)):
+        state = sim.state()
+        trunk[k - k0], joints[k - k0] = state["position"], state["joint_position"]
+        velocity[k - k0] = (*state["base_linear_velocity"][:2], state["angular_velocity"][2])
+        raw = {key: state[key] for key in ("joint_position", "joint_velocity", "quaternion", "angular_velocity",
+                                           "base_linear_velocity")}  # fmt: skip
+        raw["command"] = log.velocity_command[k]
+        sent = filter_targets(runtime.act(raw), state["joint_position"], sent, sim.dt, limits)[0]
+        sim.step(sent, kp, kd)
+    rms = lambda d: np.sqrt(np.mean(d**2, axis=0))  # noqa: E731
+    return {
+        "t": log.t[k0:].round(4).tolist(),
+        "sim_position": trunk.round(5).tolist(),
+        "rms_m": dict(zip(AXES, rms(trunk - log.base_position[k0:]).round(6).tolist(), strict=True)),
+        "segments": command_segments(log, k0, velocity),
+        "joint_rms_rad": float(np.sqrt(np.mean((joints - log.joint_position[k0:]) ** 2)).round(6)),
+        "crashed": bool(sim.fell),
+    }
+
+
+def command_segments(log: QuadrupedLog, k0: int, simulated: np.ndarray, settle_s: float = 0.5) -> list[dict]:
+    """Per stretch of one velocity command from k0 on (its first settle_s left out): the command, and the mean
+    body-frame velocity (vx, vy, yaw rate) of the log and of the simulation (simulated: (T - k0, 3) from k0)."""
+    logged = np.column_stack([log.base_velocity[k0:, :2], log.base_angular_velocity[k0:, 2]])
+    command = log.velocity_command[k0:]
+    edges = np.r_[0, np.flatnonzero(np.any(np.diff(command, axis=0) != 0, axis=1)) + 1, len(command)]
+    skip = int(round(settle_s / (log.report.period_s or 0.02)))
+    out = []
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        if b - a > skip + 1:
+            out.append({
+                "command": command[a].round(4).tolist(),
+                "log": logged[a + skip : b].mean(axis=0).round(4).tolist(),
+                "sim": simulated[a + skip : b].mean(axis=0).round(4).tolist(),
+            })  # fmt: skip
+    return out

@@ -108,7 +108,6 @@ class QuadrupedSimBridge(SimBridgeBase):
             q = q + self.rng.normal(0.0, self.p["position_noise_rad"], 12)
         if self.p["velocity_noise_rads"] > 0:
             dq = dq + self.rng.normal(0.0, self.p["velocity_noise_rads"], 12)
-        self.state_pub.publish(joint_state(LEG_JOINT_NAMES, q, dq, stamp))
         imu = Imu()
         imu.header.stamp, imu.header.frame_id = stamp, "trunk"
         o, w = imu.orientation, imu.angular_velocity
@@ -124,6 +123,8 @@ class QuadrupedSimBridge(SimBridgeBase):
         v.x, v.y, v.z = (float(x) for x in st["base_linear_velocity"])
         odom.twist.twist.angular = w
         self.odom_pub.publish(odom)
+        # the joint states last: a policy that acts on them (act_on) has this period's IMU and odometry by then
+        self.state_pub.publish(joint_state(LEG_JOINT_NAMES, q, dq, stamp))
 
 
 main = node_main(QuadrupedSimBridge)  # the console script
