@@ -22,7 +22,7 @@ import torch
 from robot_rl.sim2real.arm_log import ARM_JOINTS, ArmLog
 from robot_rl.sim2real.arm_sysid import SUBSTEPS, SysidOptions, arm_spec, window_starts
 from robot_rl.sim2real.mjspec_fit import rollout_windows
-from robot_rl.sim2real.replay import AXES, OpenLoopErrors
+from robot_rl.sim2real.replay import AXES, OpenLoopErrors, closed_loop_start, observed_inputs
 from sim.robots.diff_ik import forward_kinematics
 from sim.tasks.arm.physical import ArmParams, apply_to_spec, nominal_values
 
@@ -89,14 +89,12 @@ def arm_closed_loop(log: ArmLog, bundle_dir: Path, params: ArmParams) -> dict:
     from sim.arm_sitl import ArmSitl
 
     runtime = PolicyRuntime(bundle_dir)
-    inputs = {key for term in runtime.bundle.observation for key in term.inputs}
+    inputs = observed_inputs(runtime)
     if runtime.arm is None or runtime.plan is not None or "target_position" not in inputs:
         raise ValueError(f"{bundle_dir}: closed-loop replay of an arm's log takes a reach bundle (target_position)")
     if log.target is None:
         raise ValueError(f"{log.source}: no reach target (<ns>/target_position) in the log to steer the policy by")
-    k0 = int(np.searchsorted(log.t, log.t[int(np.argmax(log.commanded))] + SysidOptions.skip_s - 1e-9))
-    if not log.commanded.any() or k0 >= len(log.t) - 1:
-        raise ValueError(f"{log.source}: no commanded stretch to replay closed loop")
+    k0 = closed_loop_start(log, SysidOptions.skip_s)
     ik = IKSpec.from_dict(runtime.bundle.extra["ik"])
     limits, tcp_of = arm_limits(), lambda q7: deploy_fk(ik, np.asarray(q7)[None]).tcp[0, :3, 3]
     sent = log.commands[k0 - 1].copy() if k0 > 0 else None

@@ -308,8 +308,9 @@ def intervals(residual_fn: Callable, pd, bases: list[np.ndarray] | None = None) 
 
 def secant_gauss_newton(residual_fn: Callable, pd, bases: list[np.ndarray] | None = None, iters: int = 5) -> np.ndarray:
     """Gauss-Newton from pd's point on central-difference Jacobians over each of SECANT_STEPS in turn (iters steps
-    each at most), a step taken only if it lowers the cost (halved up to four times); within the parameters'
-    bounds; residuals projected when bases are given. Returns the parameter vector."""
+    each at most, the next scale once a step moves no value by 1e-6 of it), a step taken only if it lowers the cost
+    (halved up to four times); within the parameters' bounds; residuals projected when bases are given. Returns the
+    parameter vector."""
     x = pd.as_vector().astype(float)
     lo, hi = pd.get_bounds()
     fractions = 0.5 ** np.arange(5)
@@ -325,7 +326,9 @@ def secant_gauss_newton(residual_fn: Callable, pd, bases: list[np.ndarray] | Non
             best = int(np.argmin(costs))
             if costs[best] >= r @ r:
                 break
-            x = trials[:, best]
+            step, x = trials[:, best] - x, trials[:, best]
+            if np.max(np.abs(step) / np.maximum(np.abs(x), 1e-3)) < 1e-6:  # settled at this secant's scale
+                break
     return x
 
 

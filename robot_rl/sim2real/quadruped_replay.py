@@ -27,7 +27,7 @@ from robot_rl.sim2real.quadruped_sysid import (
     usual_gains,
     window_starts,
 )
-from robot_rl.sim2real.replay import AXES, OpenLoopErrors
+from robot_rl.sim2real.replay import AXES, OpenLoopErrors, closed_loop_start, observed_inputs
 from sim.tasks.quadruped.physical import QuadrupedParams, apply_to_spec
 
 HORIZONS_S = (0.1, 0.2, 0.5)  # whole 20 ms control periods
@@ -75,15 +75,13 @@ def quadruped_closed_loop(log: QuadrupedLog, bundle_dir: Path, params: Quadruped
     from sim.quadruped_sitl import QuadrupedSitl
 
     runtime = PolicyRuntime(bundle_dir)
-    inputs = {key for term in runtime.bundle.observation for key in term.inputs}
+    inputs = observed_inputs(runtime)
     servo = runtime.bundle.extra.get("servo")
     if "command" not in inputs or not isinstance(servo, dict):
         raise ValueError(f"{bundle_dir}: closed-loop replay of a quadruped's log takes a velocity-command bundle")
     if log.velocity_command is None:
         raise ValueError(f"{log.source}: no velocity command (<ns>/cmd_vel or <ns>/command) in the log")
-    k0 = int(np.searchsorted(log.t, log.t[int(np.argmax(log.commanded))] + SysidOptions.skip_s - 1e-9))
-    if not log.commanded.any() or k0 >= len(log.t) - 1:
-        raise ValueError(f"{log.source}: no commanded stretch to replay closed loop")
+    k0 = closed_loop_start(log, SysidOptions.skip_s)
     kp, kd = (np.broadcast_to(np.asarray(servo[k], dtype=np.float64), (12,)).copy() for k in ("kp", "kd"))
     qpos, qvel = logged_state(log)
     sent = log.targets[k0 - 1].copy() if k0 > 0 else None

@@ -103,6 +103,20 @@ def closed_loop(log: FlightLog, bundle_dir: Path, params: CrazyflieParams) -> di
     }
 
 
+def closed_loop_start(log, skip_s: float) -> int:
+    """The step a joint-space robot's closed-loop replay starts from: skip_s after the log's first command (before
+    it, and for a while after, the safety node held the robot on its own timer)."""
+    k0 = int(np.searchsorted(log.t, log.t[int(np.argmax(log.commanded))] + skip_s - 1e-9))
+    if not log.commanded.any() or k0 >= len(log.t) - 1:
+        raise ValueError(f"{log.source}: no commanded stretch to replay closed loop")
+    return k0
+
+
+def observed_inputs(runtime) -> set[str]:
+    """The raw inputs a bundle's observation reads (a PolicyRuntime's)."""
+    return {key for term in runtime.bundle.observation for key in term.inputs}
+
+
 def error_table(results: list[OpenLoopErrors]) -> str:
     """The open-loop error table `robot-rl replay` prints: one row per model and horizon."""
     head = f"{'model':<12}{'horizon':>8}" + "".join(f"{'|e' + a + '| median':>14}{'p90':>10}" for a in AXES)
