@@ -157,11 +157,7 @@ class SitlGraph:
         """The quadruped: sim bridge (Go1 driver topics), policy node (velocity command), leg safety."""
         self.start("sim_bridge", "quadruped_sim_bridge", {"lockstep": self.lockstep, **(sim or {})})
         inputs = ["joint_states:leg_joints", "imu:imu", "odom:body_velocity"]
-        # once per control period, when its joint states, IMU and odometry (one stamp) are all in: acting on the
-        # joint states alone, DDS delivered the previous period's IMU and odometry with them (measured on a SITL
-        # log: the logged commands matched the bundle on the trunk state one period old, median 0 rad, and
-        # differed by a median 0.13 rad on the trunk state of their own period)
-        act_on = {"act_on": "all_inputs"}
+        act_on = {"act_on": "joint_states"}  # one state per control period (the bridge publishes them last)
         params = {"bundle": str(bundle_dir), "inputs": inputs, "command": list(command), **act_on, **(policy or {})}
         self.start("policy", "policy_node", params)
         self.start("safety", "leg_safety_node", {"bundle": str(bundle_dir), **(safety or {})})

@@ -342,8 +342,7 @@ def walk_recorded(
     commands = [tuple(float(x) for x in c) for c in commands]
     inputs = ["joint_states:leg_joints", "imu:imu", "odom:body_velocity", "command:point"]
     nodes = {
-        # all_inputs: the period's IMU and odometry with its joint states (graph.start_walk says why)
-        "policy": ("policy_node", {"bundle": str(bundle_dir), "inputs": inputs, "act_on": "all_inputs",
+        "policy": ("policy_node", {"bundle": str(bundle_dir), "inputs": inputs, "act_on": "joint_states",
                                    "command": list(commands[0])}),
         "safety": ("leg_safety_node", {"bundle": str(bundle_dir)}),
     }  # fmt: skip
