@@ -26,7 +26,7 @@ def cmd_replay(args: list[str]) -> dict:
     joint_logs = read_joint_logs(opts)
     if joint_logs is not None:
         robot, logs = joint_logs
-        return _replay_open_loop(opts, logs, _quadruped_robot() if robot == "quadruped" else _arm_robot())
+        return _replay_joint_robot(opts, logs, _quadruped_robot() if robot == "quadruped" else _arm_robot())
     logs = read_logs(opts, "replay")
     models = {"nominal": CrazyflieParams()}
     if opts.get("params"):
@@ -90,9 +90,9 @@ def _quadruped_robot() -> dict:
             "closed_loop": quadruped_closed_loop}  # fmt: skip
 
 
-def _replay_open_loop(opts: dict, logs: list, robot: dict) -> dict:
-    """An arm's or a quadruped's logs open loop under the nominal model and, with params=, its fit: per-axis errors
-    of a point (the arm's TCP, the quadruped's trunk) and the joints' median errors."""
+def _replay_joint_robot(opts: dict, logs: list, robot: dict) -> dict:
+    """An arm's or a quadruped's logs under the nominal model and, with params=, its fit: open loop, per-axis errors
+    of a point (the arm's TCP, the quadruped's trunk) and the joints' median errors; with bundle=, closed loop."""
     from robot_rl.sim2real.replay import error_table
 
     name, what = robot["robot"], robot["what"]
