@@ -90,8 +90,9 @@ def make_demos(out: Path, task: str, variant: str, args) -> Path:
                         f"runs_root={out / 'demos'}", f"run_name={variant}"])  # fmt: skip
     # a plan-guided variant's own env holds the controller: its demonstrations are the zero residual on the plan
     policy = "zero" if "guidance=plan" in VARIANTS[variant] else "plan"
+    reads = [f"plan_reads={args.demo_plan_reads}"] if policy == "plan" else []
     commands.cmd_collect([f"run={source}", f"policy={policy}", f"episodes={args.demos}", f"noise={args.demo_noise}",
-                          f"out={path}"])  # fmt: skip
+                          *reads, f"out={path}"])  # fmt: skip
     return path
 
 
@@ -226,6 +227,13 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="collect's noise= for the demonstrations: the plan controller's residual (x its residual_scale), "
         "which widens the states the demonstrations visit (the recorded action is the one applied)",
+    )
+    p.add_argument(
+        "--demo-plan-reads",
+        choices=("simulator", "perceived"),
+        default="simulator",
+        help="collect's plan_reads=: the demonstrating controller reads the simulator's state or the noisy state "
+        "the learner observes",
     )
     p.add_argument(
         "--demo-overrides",

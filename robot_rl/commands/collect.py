@@ -1,12 +1,15 @@
 """robot-rl collect: record a run's policy acting in its task as prior data for the off-policy learners.
 
     robot-rl collect run=DIR [episodes=64] [policy=trained|zero|plan] [noise=0.0] [checkpoint=FILE] [out=PATH]
+                     [plan_reads=simulator|perceived]
 
 Episodes run on the run's task as it trained (its randomization, sensing and reward: a keypoint run's rewards
 are its keypoint reward), from seed eval.seed + 1 (fixed, and apart from the evaluation's), until `episodes`
 have ended; each gets its success label. policy=plan demonstrates with the plan controller of `guidance=plan`
 (oracle planner, its default settings) on an arm task in ee_position or ee_pose mode: the recorded actions are
-the ones the controller applied, in the task's own action space, so a learner without the plan reads them. The dataset
+the ones the controller applied, in the task's own action space, so a learner without the plan reads them; plan_reads=
+perceived has the controller read the task's noisy raw state, as the learner observes it (default simulator: the
+true state, which the learner sees only through its sensor noise). The dataset
 format is robot_rl/training/off_policy/prior_data.py's (`<out>.npz` + `<out>.json`); train with it by
 `robot-rl train algo=td3 algo.prior_data=<out>.npz`.
 """
@@ -29,10 +32,11 @@ from robot_rl.training.off_policy.replay import ReplayBuffer
 from robot_rl.training.off_policy.trainer import next_observations
 
 COLLECT_POLICIES = ("trained", "zero", "plan")
+PLAN_READS = ("simulator", "perceived")
 
 
 def cmd_collect(args: list[str]) -> dict:
-    opts, overrides = split_options(args, ("run", "episodes", "policy", "noise", "checkpoint", "out"))
+    opts, overrides = split_options(args, ("run", "episodes", "policy", "noise", "checkpoint", "out", "plan_reads"))
     if "run" not in opts:
         raise ConfigError("collect needs run=<run directory> (its task and policy)")
     try:
@@ -40,7 +44,10 @@ def cmd_collect(args: list[str]) -> dict:
     except ValueError:
         raise ConfigError("collect: episodes= is an integer and noise= a number") from None
     policy, checkpoint, out = opts.get("policy", "trained"), opts.get("checkpoint"), opts.get("out")
-    return collect_run(Path(opts["run"]), overrides, episodes, policy, noise, checkpoint, out)
+    plan_reads = opts.get("plan_reads", "simulator")
+    if "plan_reads" in opts and policy != "plan":
+        raise ConfigError(f"collect plan_reads= is the plan controller's: policy=plan, not policy={policy}")
+    return collect_run(Path(opts["run"]), overrides, episodes, policy, noise, checkpoint, out, plan_reads)
 
 
 def collect_run(
@@ -51,10 +58,13 @@ def collect_run(
     noise: float = 0.0,
     checkpoint: str | None = None,
     out: str | Path | None = None,
+    plan_reads: str = "simulator",
 ) -> dict:
     """Record `episodes` episodes; returns the dataset's description (its JSON)."""
     if policy not in COLLECT_POLICIES:
         raise ConfigError(f"collect policy= is 'trained' (default), 'zero' or 'plan', not '{policy}'")
+    if plan_reads not in PLAN_READS:
+        raise ConfigError(f"collect plan_reads= is 'simulator' (default) or 'perceived', not '{plan_reads}'")
     if episodes < 1 or not (math.isfinite(noise) and noise >= 0):
         raise ConfigError(f"collect: episodes={episodes} must be >= 1 and noise={noise} a number >= 0")
     cfg = run_config(run_dir, list(overrides))
@@ -71,8 +81,8 @@ def collect_run(
         actor, _ = load_actor(cfg, run_dir, str(path))
         source["checkpoint"] = path.name
     elif policy == "plan":
-        plan = plan_demonstrator(env)
-        source["plan"] = {"planner": plan.cfg.planner, "approach_gain": plan.cfg.approach_gain}
+        plan = plan_demonstrator(env, perceived=plan_reads == "perceived")
+        source["plan"] = {"planner": plan.cfg.planner, "approach_gain": plan.cfg.approach_gain, "reads": plan_reads}
     generator = torch.Generator().manual_seed(seed)
     obs = env.get_observations()
     groups = ("policy", "critic") if "critic" in obs.keys() else ("policy",)
@@ -143,13 +153,15 @@ def collect_run(
     return meta
 
 
-def plan_demonstrator(env):
+def plan_demonstrator(env, perceived: bool = False):
     """The plan controller of guidance=plan (its defaults, oracle planner, constant gains) around env, whose
-    actions it then takes: a scripted demonstrator of the arm tasks."""
+    actions it then takes: a scripted demonstrator of the arm tasks. perceived: it reads the task's noisy raw
+    state (guidance.perceived_state), else the simulator's."""
     from robot_rl.guidance.plan.config import plan_config
     from robot_rl.guidance.plan.guided_env import PlanGuidedEnv
 
     try:
-        return PlanGuidedEnv(env, plan_config({"planner": "oracle", "anneal_env_steps": 0}))
+        cfg = plan_config({"planner": "oracle", "anneal_env_steps": 0, "perceived_state": perceived})
+        return PlanGuidedEnv(env, cfg)
     except ValueError as e:
         raise ConfigError(f"collect policy=plan: {e}") from None

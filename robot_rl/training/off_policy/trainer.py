@@ -118,6 +118,11 @@ class OffPolicyTrainer:
         self.worlds = env.num_worlds
         env.value_fn = self.state_values  # planned exploration's value_bonus rule scores options with it
 
+    @property
+    def normalization_held(self) -> bool:
+        """Whether the observation statistics stay the prior data's (algo.hold_prior_normalization)."""
+        return bool(self.cfg.prior_data) and self.cfg.hold_prior_normalization
+
     # -- acting and learning ----------------------------------------------------------------------------------
     def _normalized(self, policy: torch.Tensor, critic: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.agent.actor.obs_normalizer(policy)
@@ -150,11 +155,12 @@ class OffPolicyTrainer:
         return b
 
     def _load_prior(self) -> None:
-        """algo.prior_data as a second ring; the observation statistics start from it."""
+        """algo.prior_data as a second ring; a fresh run's observation statistics start from it (a resumed run's
+        checkpoint holds them already)."""
         obs_dim, critic_dim = self.dims
         critic = critic_dim if self.asymmetric else None
         self.prior = load_prior(Path(self.cfg.prior_data), obs_dim, critic, self.env.num_actions, self.device)
-        if self.cfg.obs_normalization:
+        if self.cfg.obs_normalization and self.total_steps == 0 and self.agent.updates == 0:
             d, rows = self.prior.data, slice(0, self.prior.filled)
             self.agent.actor.obs_normalizer.update(d["obs"][rows].flatten(0, 1))
             self.agent.critic.obs_normalizer.update(d["critic_obs" if self.asymmetric else "obs"][rows].flatten(0, 1))
@@ -196,7 +202,7 @@ class OffPolicyTrainer:
         """An observation TensorDict on the learner's device; the running statistics take it."""
         p = obs["policy"].to(self.device, torch.float32)
         c = obs["critic"].to(self.device, torch.float32) if self.asymmetric else None
-        if self.cfg.obs_normalization:
+        if self.cfg.obs_normalization and not self.normalization_held:
             self.agent.actor.obs_normalizer.update(p)
             self.agent.critic.obs_normalizer.update(c if c is not None else p)
         return p, c

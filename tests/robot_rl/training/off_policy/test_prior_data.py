@@ -10,7 +10,7 @@ import torch
 from omegaconf import OmegaConf
 
 from robot_rl import commands
-from robot_rl.config import load_config
+from robot_rl.config import ConfigError, load_config
 from robot_rl.envs import make_env
 from robot_rl.training.off_policy.config import OffPolicyConfig
 from robot_rl.training.off_policy.prior_data import DatasetError, load_prior
@@ -162,3 +162,27 @@ def test_plan_demonstrations_are_the_actions_the_env_took_labelled_with_the_runs
         _, rewards, dones, _ = plain.step(plan.last_action)
         np.testing.assert_allclose(d["rewards"][t], rewards.numpy(), rtol=1e-5, atol=1e-6)
         assert (dones.numpy() == d["done"][t]).all()
+    # plan_reads=perceived: the controller reads the noisy state the learner observes, from the same start
+    seen = commands.cmd_collect([f"run={run}", "policy=plan", "episodes=8", "plan_reads=perceived",
+                                 f"out={tmp_path / 'seen'}"])  # fmt: skip
+    assert seen["source"]["plan"]["reads"] == "perceived" and seen["episodes"]["successful"] >= 6
+    with np.load(tmp_path / "seen.npz", allow_pickle=False) as f:
+        assert np.array_equal(f["obs"][0], d["obs"][0]) and not np.allclose(f["actions"][0], d["actions"][0])
+    with pytest.raises(ConfigError, match="plan_reads= is the plan controller's: policy=plan, not policy=zero"):
+        commands.cmd_collect([f"run={run}", "policy=zero", "plan_reads=perceived"])
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_online_steps_leave_the_prior_datas_observation_statistics_unless_told(dataset, fast_overrides, held):
+    path, _ = dataset
+    cfg = load_config(["algo=td3", *fast_overrides, f"algo.prior_data={path}", f"algo.hold_prior_normalization={held}"])
+    algo = OmegaConf.to_container(cfg.algo, resolve=True)
+    prior_only = OffPolicyTrainer(make_env(cfg, final_observation=True), algo)
+    prior_only._load_prior()
+    trained = OffPolicyTrainer(make_env(cfg, final_observation=True), algo)
+    trained.learn(2, progress=False)
+    for part in ("actor", "critic"):
+        before = getattr(prior_only.agent, part).obs_normalizer.state_dict()
+        after = getattr(trained.agent, part).obs_normalizer.state_dict()
+        same = all(torch.equal(before[k], after[k]) for k in before)
+        assert same == held, part
