@@ -8,8 +8,9 @@ PPO iterations (`robot-rl train`, then `resume=`), with an evaluation on --episo
 every chunk appended to its curve.json. Interrupt it at any time and run the same command again:
 finished runs are skipped and an interrupted run resumes from its last checkpoint and curve point.
 With --demos N (off-policy learners) each variant but `*_no_demos` first gets N episodes of the plan
-controller's demonstrations labelled with its own reward (robot-rl collect policy=plan), pretrains on them
-offline and fine-tunes online with them as prior data (--demo-overrides); its curve starts at 0 online steps:
+controller's demonstrations labelled with its own reward (robot-rl collect policy=plan; --demo-plan-reads
+perceived: the controller reads the noisy state the learner observes), pretrains on them offline and fine-tunes
+online with them as prior data (--demo-overrides); its curve starts at 0 online steps:
 
     python scripts/sample_efficiency.py --task arm_pick_place --variants keypoint_oracle,dense,sparse,\
         keypoint_oracle_no_demos --demos 128 --worlds 128 --chunks 5 --out runs/sweeps/arm_pick_place_td3bc \

@@ -104,6 +104,18 @@ class PolicyBundle:
     def onnx_path(self) -> Path:
         return self.path / self.onnx_file
 
+    def servo_gains(self, motors: int) -> tuple[np.ndarray, np.ndarray]:
+        """(kp, kd), one per motor, of a joint-target bundle's servos (extra.servo: one gain for every motor, as our
+        bundles carry, or one per motor, as imported ones do); BundleError if it carries none that fit."""
+        servo = self.extra.get("servo")
+        try:
+            kp, kd = (np.broadcast_to(np.asarray(servo[k], dtype=np.float64), (motors,)).copy() for k in ("kp", "kd"))
+        except (KeyError, TypeError, ValueError):
+            raise BundleError(
+                f"{self.path}: bundle carries no servo gains for {motors} motors (extra.servo.kp, extra.servo.kd)"
+            ) from None
+        return kp, kd
+
     def to_dict(self) -> dict:
         return {
             "schema_version": SCHEMA_VERSION,

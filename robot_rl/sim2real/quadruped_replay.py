@@ -76,13 +76,12 @@ def quadruped_closed_loop(log: QuadrupedLog, bundle_dir: Path, params: Quadruped
 
     runtime = PolicyRuntime(bundle_dir)
     inputs = observed_inputs(runtime)
-    servo = runtime.bundle.extra.get("servo")
-    if "command" not in inputs or not isinstance(servo, dict):
+    if "command" not in inputs or not isinstance(runtime.bundle.extra.get("servo"), dict):
         raise ValueError(f"{bundle_dir}: closed-loop replay of a quadruped's log takes a velocity-command bundle")
     if log.velocity_command is None:
         raise ValueError(f"{log.source}: no velocity command (<ns>/cmd_vel or <ns>/command) in the log")
     k0 = closed_loop_start(log, SysidOptions.skip_s)
-    kp, kd = (np.broadcast_to(np.asarray(servo[k], dtype=np.float64), (12,)).copy() for k in ("kp", "kd"))
+    kp, kd = runtime.bundle.servo_gains(12)
     qpos, qvel = logged_state(log)
     sent = log.targets[k0 - 1].copy() if k0 > 0 else None
     sim = QuadrupedSitl(physical=params.as_dict())

@@ -15,6 +15,7 @@ import sys
 import numpy as np
 from sensor_msgs.msg import Imu
 
+from robot_rl.deploy import BundleError
 from robot_rl.deploy.joint_limits import go1_limits
 from robot_rl_ros import qos
 from robot_rl_ros.msgs import LEG_JOINT_NAMES
@@ -41,12 +42,12 @@ class LegSafetyNode(JointSafetyNode):
     def __init__(self, **kwargs):
         super().__init__("safety", **kwargs)
         p, bundle, problems = self._declare_and_check(PARAMS)
-        servo = bundle.extra.get("servo", {}) if bundle is not None else {}
-        try:  # one gain for every motor (our bundles) or one per motor (imported: mjlab's stiffness, damping)
-            self.kp, self.kd = (np.broadcast_to(np.asarray(servo[k], dtype=float), (12,)).copy() for k in ("kp", "kd"))
-        except (KeyError, TypeError, ValueError):
-            self.kp = self.kd = np.zeros(12)
-            problems.append("bundle carries no servo gains (extra.servo.kp, extra.servo.kd)")
+        self.kp = self.kd = np.zeros(12)
+        if bundle is not None:
+            try:
+                self.kp, self.kd = bundle.servo_gains(12)
+            except BundleError as e:
+                problems.append(str(e))
         self.damping_kd = float(p["damping_kd"])
         self._start_joint_safety(
             p, go1_limits(), "damp", problems, LEG_JOINT_NAMES, "leg_safety", max_tilt_deg=p["max_tilt_deg"]

@@ -139,3 +139,23 @@ def test_binary_policy_yaml_is_one_line(tmp_path):
     (tmp_path / "policy.yaml").write_bytes(b"\xff\xfe\x00binary")
     with pytest.raises(BundleError, match="not text"):
         load_bundle(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("servo", "expected"),
+    [({"kp": 20.0, "kd": 0.5}, (np.full(3, 20.0), np.full(3, 0.5))),  # one gain for every motor (ours)
+     ({"kp": [1.0, 2.0, 3.0], "kd": [0.1, 0.2, 0.3]}, (np.array([1.0, 2.0, 3.0]), np.array([0.1, 0.2, 0.3])))],
+)  # fmt: skip
+def test_servo_gains_broadcast_to_every_motor(trained_bundle, servo, expected):
+    bundle = load_bundle(trained_bundle)
+    bundle.extra = {**bundle.extra, "servo": servo}
+    for got, want in zip(bundle.servo_gains(3), expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("servo", [None, {"kp": 1.0}, {"kp": [1.0, 2.0], "kd": 0.1}, "stiff"])
+def test_missing_or_misshapen_servo_gains_are_one_clear_error(trained_bundle, servo):
+    bundle = load_bundle(trained_bundle)
+    bundle.extra = {**bundle.extra, "servo": servo}
+    with pytest.raises(BundleError, match=r"carries no servo gains for 3 motors \(extra.servo.kp, extra.servo.kd\)"):
+        bundle.servo_gains(3)
