@@ -91,6 +91,10 @@ VERBS = {
             ),
             ("noise=STD", "Gaussian noise on the policy's actions, or the plan's residual (default 0)"),
             ("checkpoint=FILE", "a checkpoint instead of the latest"),
+            (
+                "plan_reads=simulator|perceived",
+                "policy=plan: the controller reads the simulator's state (default) or the noisy state the learner sees",
+            ),
             ("out=PATH", "the dataset (default DIR/datasets/<policy>_<episodes>.npz and .json)"),
         ),
     ),
