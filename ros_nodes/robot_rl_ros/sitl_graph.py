@@ -157,7 +157,7 @@ class SitlGraph:
         """The quadruped: sim bridge (Go1 driver topics), policy node (velocity command), leg safety."""
         self.start("sim_bridge", "quadruped_sim_bridge", {"lockstep": self.lockstep, **(sim or {})})
         inputs = ["joint_states:leg_joints", "imu:imu", "odom:body_velocity"]
-        act_on = {"act_on": "all_inputs"}  # once the period's joint states, IMU and odometry are all in
+        act_on = {"act_on": "joint_states"}  # one state per control period (the bridge publishes them last)
         params = {"bundle": str(bundle_dir), "inputs": inputs, "command": list(command), **act_on, **(policy or {})}
         self.start("policy", "policy_node", params)
         self.start("safety", "leg_safety_node", {"bundle": str(bundle_dir), **(safety or {})})
