@@ -76,7 +76,7 @@ def quadruped_closed_loop(log: QuadrupedLog, bundle_dir: Path, params: Quadruped
 
     runtime = PolicyRuntime(bundle_dir)
     inputs = observed_inputs(runtime)
-    if "command" not in inputs or not isinstance(runtime.bundle.extra.get("servo"), dict):
+    if "command" not in inputs:
         raise ValueError(f"{bundle_dir}: closed-loop replay of a quadruped's log takes a velocity-command bundle")
     if log.velocity_command is None:
         raise ValueError(f"{log.source}: no velocity command (<ns>/cmd_vel or <ns>/command) in the log")
