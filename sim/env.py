@@ -104,11 +104,13 @@ class BatchedEnv(GuidanceHooks):
         self.reset()
 
     def set_reward(self, reward) -> None:
-        """Replace the task's reward by an object with terms() and reset(ids) (e.g. guidance rewards)."""
+        """Replace the task's reward by an object with terms() and reset(ids) (e.g. guidance rewards). The worlds
+        keep their episodes (no reset draws from the env's generator), so runs that differ only in their reward
+        see the same episodes; the new reward starts its state from where they are."""
         self.reward = reward
         self._term_sums = {}
         self._sum_names = None
-        self.reset()
+        reward.reset(torch.arange(self.num_envs))
 
     @property
     def num_worlds(self) -> int:

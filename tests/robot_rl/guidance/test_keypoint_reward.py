@@ -215,3 +215,16 @@ def test_a_training_run_survives_a_failing_model_server(tmp_path, capsys):
         assert main(["train", *common, url, "run_name=strict", "guidance.model.on_failure=error"]) == 2
         err = capsys.readouterr().err
         assert "503" in err and "Traceback" not in err
+
+
+def test_attaching_the_keypoint_reward_keeps_the_episodes():
+    """Runs that differ only in their reward see the same episodes: attaching draws nothing from the env's
+    generator and resets no world (it once did, so KAGI's demonstrations differed between reward variants)."""
+    env = make_env(worlds=2)
+    state, obs = env.rng.get_state().clone(), env.get_observations()["policy"].clone()
+    attach_keypoint_reward(env, KeypointGuidanceConfig(backend="oracle"), GAMMA)
+    assert torch.equal(env.rng.get_state(), state)
+    assert torch.equal(env.get_observations()["policy"], obs)
+    r = env.reward
+    assert torch.equal(r.k, torch.zeros_like(r.k))
+    assert torch.allclose(r.phi, r._potential())  # the shaping starts from the current state
