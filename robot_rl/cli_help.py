@@ -131,7 +131,8 @@ VERBS = {
         ),
     ),
     "replay": Verb(
-        "replay log=FILE.mcap[,...] [params=sysid.yaml] [bundle=DIR] [out=DIR | runs_root=DIR] [namespace=cf1]",
+        "replay log=FILE.mcap[,...] [params=sysid.yaml] [bundle=DIR [layout=N] [layout_seed=0]] "
+        "[out=DIR | runs_root=DIR] [namespace=cf1]",
         "Replay a Crazyflie flight log in simulation: the logged commands open loop from logged states (error per "
         "axis after 0.1, 0.5 and 1 s), and with bundle= the policy closed loop from the log's start. An arm's or a "
         "quadruped's log replays open loop (TCP or trunk error per axis, and joint errors) and, with bundle=, closed "
@@ -142,8 +143,14 @@ VERBS = {
             (
                 "bundle=DIR",
                 "run this policy closed loop from the log's state under the logged goals, reach targets "
-                "(arm) or velocity commands (quadruped)",
+                "(arm) or velocity commands (quadruped); a pick-and-place bundle on the table of layout=",
             ),
+            (
+                "layout=N",
+                "pick-and-place: the pool's layout the robot's table had (a plan-guided bundle follows plan N); the "
+                "object starts at its logged pose",
+            ),
+            ("layout_seed=0", "pick-and-place: the seed of that pool (the run's task.params.layout_seed)"),
             ("out=DIR", "replay.json and replay.svg (default <runs_root>/sim2real/<log name>/: sim vs real's)"),
             ("runs_root=DIR", "the runs root the default out= is under (default runs, as for train)"),
             ("namespace=cf1", "the drone, when a log holds several"),

@@ -26,6 +26,7 @@ ROBOT_RL_FUNCTIONS = {
     "sitl_reach_recorded": "sitl:reach_recorded",
     "sitl_reach": "sitl:reach",
     "sitl_pick_place": "sitl:pick_place",
+    "sitl_pick_place_recorded": "sitl:pick_place_recorded",
     "sitl_walk_recorded": "sitl:walk_recorded",
     "deploy_check": "deploy_check:main",
     "deploy_check_args": "deploy_check:parse_args",

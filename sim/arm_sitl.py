@@ -15,8 +15,9 @@ import torch
 
 from sim.env import sitl_env
 from sim.robots.diff_ik import forward_kinematics
-from sim.tasks.arm import ARM_DOF, FINGER_QPOS, ArmPickPlace, ArmReach
+from sim.tasks.arm import ARM_DOF, FINGER_QPOS, OBJ_QPOS0, ArmPickPlace, ArmReach
 from sim.tasks.arm.physical import ArmParams, write_params
+from sim.tasks.arm.scene import OBJ_QVEL0
 
 # What a Franka's ros2_control joint_state_broadcaster calls the joints, in the policy's order.
 ARM_JOINT_NAMES = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1", "panda_finger_joint2"]
@@ -82,6 +83,21 @@ class ArmSitl:
         self.task.prev_ctrl[0] = torch.as_tensor(targets.reshape(ARM_DOF + 2))
         b.forward(torch.tensor([0]))
         self.task.after_physics()  # kinematics and what the task reports, at the new state
+
+    def place_object(self, position: np.ndarray, quaternion_xyzw: np.ndarray) -> None:
+        """Pick-and-place: put the named object at this pose (m, base frame; e.g. what a log's perception
+        reported), at rest."""
+        if self.scene != "arm_pick_place":
+            raise ValueError("place_object is for the pick-and-place scene")
+        x, y, z, w = (float(v) for v in np.asarray(quaternion_xyzw, dtype=np.float64).reshape(4))
+        pose = np.r_[np.asarray(position, dtype=np.float64).reshape(3), w, x, y, z]
+        if not np.isfinite(pose).all() or abs(np.linalg.norm(pose[3:]) - 1.0) > 1e-3:
+            raise ValueError(f"object pose {pose.tolist()} is not finite with a unit quaternion")
+        j, b = int(self.task.obj_idx[0]), self.env.backend
+        b.qpos[0, OBJ_QPOS0 + 7 * j : OBJ_QPOS0 + 7 * j + 7] = torch.as_tensor(pose)
+        b.qvel[0, OBJ_QVEL0 + 6 * j : OBJ_QVEL0 + 6 * j + 6] = 0.0
+        b.forward(torch.tensor([0]))
+        self.task.after_physics()
 
     def set_target(self, target) -> None:
         """Where the reach marker is (m, base frame); drawn in the scene for videos. Reach only."""

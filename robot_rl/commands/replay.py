@@ -12,7 +12,7 @@ from robot_rl.commands.common import split_options
 from robot_rl.commands.sysid import read_joint_logs, read_logs, sim2real_dir
 from robot_rl.config import ConfigError
 
-OPTIONS = ("log", "params", "bundle", "out", "runs_root", "namespace")
+OPTIONS = ("log", "params", "bundle", "out", "runs_root", "namespace", "layout", "layout_seed")
 
 
 def cmd_replay(args: list[str]) -> dict:
@@ -26,7 +26,7 @@ def cmd_replay(args: list[str]) -> dict:
     joint_logs = read_joint_logs(opts)
     if joint_logs is not None:
         robot, logs = joint_logs
-        return _replay_joint_robot(opts, logs, _quadruped_robot() if robot == "quadruped" else _arm_robot())
+        return _replay_joint_robot(opts, logs, _quadruped_robot() if robot == "quadruped" else _arm_robot(opts))
     logs = read_logs(opts, "replay")
     models = {"nominal": CrazyflieParams()}
     if opts.get("params"):
@@ -66,9 +66,16 @@ def cmd_replay(args: list[str]) -> dict:
     return _write(summary, out)
 
 
-def _arm_robot() -> dict:
+def _arm_robot(opts: dict) -> dict:
+    """layout= / layout_seed=: the pick-and-place table a pick-and-place bundle's closed loop is replayed on."""
     from robot_rl.sim2real.arm_replay import arm_closed_loop, arm_model, arm_open_loop_errors, tcp_positions
     from sim.tasks.arm.physical import ArmParams, load_fit
+
+    try:
+        layout = int(opts["layout"]) if opts.get("layout") else None
+        layout_seed = int(opts.get("layout_seed") or 0)
+    except ValueError:
+        raise ConfigError("replay: layout= and layout_seed= are integers") from None
 
     model = arm_model(ArmParams())  # the nominal arm's TCP: compiled once for every log
 
@@ -78,7 +85,8 @@ def _arm_robot() -> dict:
         return tcp_positions(model, qpos)
 
     return {"robot": "arm", "what": "TCP", "params": ArmParams, "load_fit": load_fit, "errors": arm_open_loop_errors,
-            "positions": positions, "closed_loop": arm_closed_loop}  # fmt: skip
+            "positions": positions,
+            "closed_loop": lambda log, bundle, p: arm_closed_loop(log, bundle, p, layout, layout_seed)}  # fmt: skip
 
 
 def _quadruped_robot() -> dict:
@@ -137,6 +145,10 @@ def _replay_joint_robot(opts: dict, logs: list, robot: dict) -> dict:
                 rms = ", ".join(f"{a} {v * 1000:.2f} mm" for a, v in c["rms_m"].items())
                 print(f"closed loop ({label}): RMS sim - log {what} {rms}; joints {c['joint_rms_rad'] * 1000:.2f} mrad"
                       f"{'; fell' if c['crashed'] else ''}")  # fmt: skip
+                if "object" in c:  # pick-and-place: where the object went
+                    o, rms = c["object"], ", ".join(f"{a} {v * 1000:.1f} mm" for a, v in c["object"]["rms_m"].items())
+                    print(f"  object: RMS sim - log {rms}; final sim {o['final_m']['sim']}, log {o['final_m']['log']}"
+                          f" (goal {o['goal']}); in the bowl in sim: {o['sim_in_goal']}")  # fmt: skip
                 for seg in c.get("segments", []):  # a quadruped: mean body velocity per velocity command
                     triple = lambda v: "(" + ", ".join(f"{x:+.2f}" for x in v) + ")"  # noqa: E731
                     print(f"  command {triple(seg['command'])}: log {triple(seg['log'])}, sim {triple(seg['sim'])}")

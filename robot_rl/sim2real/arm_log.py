@@ -6,13 +6,15 @@ guaranteed; velocities by differences when the message carries none), commands f
 `<ns>/forward_position_controller/commands` (std_msgs/Float64MultiArray: 7 joint targets in rad, then the two
 fingers in m, as the forward position controller takes them). A Float64MultiArray has no stamp: as for the
 Crazyflie (log_common.commands_in_effect), the target in effect over step k is the last one published after state k
-and before state k+1, held otherwise, as the controller holds it.
+and before state k+1, held otherwise, as the controller holds it. Where logged, the reach target
+(`<ns>/target_position`) and, for pick-and-place, what perception reported of the named object (`<ns>/object_pose`)
+and the goal (`<ns>/goal_position`) are held at each state.
 
 Repaired and reported as for the Crazyflie's log: duplicate stamps, late messages, drops, the clock offset. Steps
 in which more than one command was published (which one the robot used, and for how long, is not known; a
 lock-stepped simulator even takes a step for each) are kept out of the fit's windows.
 Refused with one line (LogError): an unreadable or truncated file, a missing topic or joint, stamps that go back,
-non-finite values, commands of the wrong size.
+non-finite values (states, commands, targets, object poses, goals), commands of the wrong size.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from robot_rl.sim2real.log_common import (
     StepLog,
     commands_in_effect,
     held_points,
+    held_values,
     joint_state_rows,
     order_stamps,
     period_and_gaps,
@@ -58,6 +61,11 @@ class ArmLog(StepLog):
     target: np.ndarray | None = None  # (T, 3) the reach target (<ns>/target_position, held), if logged
     # (T,) commands published within each step: where more than one, which the robot used when is not known
     published: np.ndarray | None = None
+    # pick-and-place, if logged: what perception reported of the named object (<ns>/object_pose: position (T, 3),
+    # quaternion xyzw (T, 4)) and the goal (<ns>/goal_position, (T, 3)), each held
+    object_position: np.ndarray | None = None
+    object_quaternion: np.ndarray | None = None
+    goal: np.ndarray | None = None
 
     robot = "panda_like"
 
@@ -68,7 +76,7 @@ def is_arm_log(topics: set[str]) -> bool:
 
 
 def _wanted(topic: str) -> bool:
-    return topic.endswith(("/joint_states", COMMAND_SUFFIX, "/target_position"))
+    return topic.endswith(("/joint_states", COMMAND_SUFFIX, "/target_position", "/object_pose", "/goal_position"))
 
 
 def _namespace(path: Path, by_topic: dict[str, list], namespace: str | None) -> str:
@@ -132,6 +140,15 @@ def read_arm_log(path: str | Path, namespace: str | None = None) -> ArmLog:
     )
     if not math.isfinite(report.clock_offset_s):
         raise LogError(f"{path}: {state_topic}: no usable publish times")
+    held = {
+        "target_position": held_points(by_topic.get(f"{ns}/target_position", []), pub),
+        "object_pose": held_values(by_topic.get(f"{ns}/object_pose", []), pub, _pose),
+        "goal_position": held_points(by_topic.get(f"{ns}/goal_position", []), pub),
+    }
+    for name, values in held.items():
+        if values is not None and not np.isfinite(values).all():
+            raise LogError(f"{path}: {ns}/{name}: a non-finite value")
+    pose = held["object_pose"]
     return ArmLog(
         source=str(path),
         namespace=ns.strip("/"),
@@ -141,6 +158,15 @@ def read_arm_log(path: str | Path, namespace: str | None = None) -> ArmLog:
         commands=in_effect.commands,
         commanded=in_effect.commanded,
         report=report,
-        target=held_points(by_topic.get(f"{ns}/target_position", []), pub),
+        target=held["target_position"],
         published=in_effect.published,
+        object_position=None if pose is None else pose[:, :3],
+        object_quaternion=None if pose is None else pose[:, 3:],
+        goal=held["goal_position"],
     )
+
+
+def _pose(m) -> tuple[float, ...]:
+    """A PoseStamped's position and quaternion (xyzw)."""
+    p, q = m.pose.position, m.pose.orientation
+    return p.x, p.y, p.z, q.x, q.y, q.z, q.w

@@ -321,6 +321,30 @@ def reach_recorded(
                      "forward_position_controller/commands", ("arm_sim_bridge", bridge))  # fmt: skip
 
 
+def pick_place_recorded(
+    bundle_dir: str,
+    out: str,
+    layout: int,
+    seconds: float = 8.0,
+    physical_params: str = "",
+    sim: dict | None = None,
+    namespace: str = "arm",
+) -> dict:
+    """A plan-guided pick-and-place bundle in lock-step SITL on layout `layout` of the pool (as pick_place), with
+    the recorder writing every topic to `out` (MCAP): joint states, commands, and the object's pose and the goal
+    as the bridge's perception reports them. physical_params: the arm sim bridge's hidden parameters (JSON)."""
+    inputs = ["joint_states:arm_joints", "object_pose:object_pose", "goal_position:point"]
+    policy = {"bundle": str(bundle_dir), "inputs": inputs, "act_on": "all_inputs", "plan_index": int(layout)}
+    nodes = {
+        "policy": ("policy_node", policy),
+        "safety": ("arm_safety_node", {"bundle": str(bundle_dir)}),
+    }
+    bridge = {"physical_params": physical_params, "scene": "arm_pick_place", "layout": int(layout),
+              "publish_target": False, **(sim or {})}  # fmt: skip
+    return _recorded(namespace, "arm", out, seconds, None, "", 0.0, nodes, "forward_position_controller/commands",
+                     ("arm_sim_bridge", bridge))  # fmt: skip
+
+
 # Velocity commands (vx m/s, vy m/s, yaw rate rad/s) the quadruped walks through, held 2 s each: gait starts and
 # stops, turns and a side step load every motor and put the feet on the floor at speed.
 EXCITATION_COMMANDS = [(0.5, 0.0, 0.0), (0.0, 0.3, 0.0), (0.3, 0.0, 0.8), (0.0, 0.0, 0.0), (0.7, 0.0, -0.5)]
@@ -357,7 +381,7 @@ def _recorded(
     robot: str,
     out: str,
     seconds: float,
-    setpoints: list,
+    setpoints: list | None,
     setpoint_topic: str,
     hold_s: float,
     nodes: dict,
@@ -365,9 +389,9 @@ def _recorded(
     bridge: tuple[str, dict],
 ) -> dict:
     """A lock-step SITL run with the recorder on: recorder first, then an Observer publishing the setpoint in
-    effect (each held hold_s of robot time) as PointStamped on setpoint_topic, the nodes (name -> (module,
-    params)), and once the recorder reads the command topics the bridge (module, params), which holds time until
-    the policy, the safety node, the observer and the recorder read its state."""
+    effect (each held hold_s of robot time; none when setpoints is None) as PointStamped on setpoint_topic, the
+    nodes (name -> (module, params)), and once the recorder reads the command topics the bridge (module, params),
+    which holds time until the policy, the safety node, the observer and the recorder read its state."""
     from geometry_msgs.msg import PointStamped
     from rclpy.clock import Clock, ClockType
 
@@ -378,21 +402,22 @@ def _recorded(
         obs = Observer(namespace, graph.domain_id, use_sim_time=True, robot=robot)
         try:
             _wait_for_log(graph, "recorder", "recording all topics", 60.0, obs)
-            pub = obs.node.create_publisher(PointStamped, setpoint_topic, qos.SENSOR)
-            t_first: list[float] = []
+            if setpoints:
+                pub = obs.node.create_publisher(PointStamped, setpoint_topic, qos.SENSOR)
+                t_first: list[float] = []
 
-            def send_setpoint() -> None:
-                i = 0
-                if obs.states:
-                    if not t_first:
-                        t_first.append(obs.states[0][0])
-                    i = min(len(setpoints) - 1, int((obs.states[-1][0] - t_first[0]) // hold_s))
-                m = PointStamped()
-                m.header.stamp = obs.node.get_clock().now().to_msg()
-                m.point.x, m.point.y, m.point.z = setpoints[i]
-                pub.publish(m)
+                def send_setpoint() -> None:
+                    i = 0
+                    if obs.states:
+                        if not t_first:
+                            t_first.append(obs.states[0][0])
+                        i = min(len(setpoints) - 1, int((obs.states[-1][0] - t_first[0]) // hold_s))
+                    m = PointStamped()
+                    m.header.stamp = obs.node.get_clock().now().to_msg()
+                    m.point.x, m.point.y, m.point.z = setpoints[i]
+                    pub.publish(m)
 
-            obs.node.create_timer(0.02, send_setpoint, clock=Clock(clock_type=ClockType.STEADY_TIME))
+                obs.node.create_timer(0.02, send_setpoint, clock=Clock(clock_type=ClockType.STEADY_TIME))
             for name, (module, params) in nodes.items():
                 graph.start(name, module, params)
             topics = [f"/{namespace}/{command_topic}", f"/{namespace}/policy/action", "/diagnostics"]

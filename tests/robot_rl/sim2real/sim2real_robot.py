@@ -56,3 +56,28 @@ def replay_nominal_and_fit(log, params, runs_root, capsys, bundle=None):
     page = read_entry(runs_root, log.stem)
     assert "invalid" not in page and all("invalid" not in entry for entry in page["logs"]), page
     return printed, folder, nominal, fitted
+
+
+def copy_mcap(src, dst, keep=lambda channel: True, payload=None) -> None:
+    """Rewrite an MCAP with the mcap library: channels for which keep() is false left out; payload(i, channel,
+    message) may replace a message's bytes."""
+    from mcap.reader import make_reader
+    from mcap.writer import Writer
+
+    with open(src, "rb") as f, open(dst, "wb") as g:
+        reader = make_reader(f)
+        summary = reader.get_summary()
+        w = Writer(g)
+        w.start(profile="ros2", library="test")
+        schemas = {sid: w.register_schema(s.name, s.encoding, s.data) for sid, s in summary.schemas.items()}
+        channels = {
+            cid: w.register_channel(c.topic, c.message_encoding, schemas[c.schema_id], c.metadata)
+            for cid, c in summary.channels.items()
+            if keep(c)
+        }
+        for i, (_, channel, message) in enumerate(reader.iter_messages()):
+            if channel.id not in channels:
+                continue
+            data = payload(i, channel, message) if payload else message.data
+            w.add_message(channels[channel.id], message.log_time, data, message.publish_time, message.sequence)
+        w.finish()

@@ -7,36 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sim2real_robot import copy_mcap
 
 from robot_rl.cli import main
 from robot_rl.sim2real.flight_log import LogError, read_flight_log
 
 pytestmark = pytest.mark.slow
-
-
-def _copy(src, dst, keep=lambda channel: True, payload=None) -> None:
-    """Rewrite an MCAP with the mcap library: channels for which keep() is false left out; payload(i, channel,
-    message) may replace a message's bytes."""
-    from mcap.reader import make_reader
-    from mcap.writer import Writer
-
-    with open(src, "rb") as f, open(dst, "wb") as g:
-        reader = make_reader(f)
-        summary = reader.get_summary()
-        w = Writer(g)
-        w.start(profile="ros2", library="test")
-        schemas = {sid: w.register_schema(s.name, s.encoding, s.data) for sid, s in summary.schemas.items()}
-        channels = {
-            cid: w.register_channel(c.topic, c.message_encoding, schemas[c.schema_id], c.metadata)
-            for cid, c in summary.channels.items()
-            if keep(c)
-        }
-        for i, (_, channel, message) in enumerate(reader.iter_messages()):
-            if channel.id not in channels:
-                continue
-            data = payload(i, channel, message) if payload else message.data
-            w.add_message(channels[channel.id], message.log_time, data, message.publish_time, message.sequence)
-        w.finish()
 
 
 def test_log_aligns_states_and_commands(perturbed_flight):
@@ -91,7 +67,7 @@ def _bad_logs(src, tmp_path):
     data = src.read_bytes()
     cut.write_bytes(data[: len(data) // 2])
     no_cmd = tmp_path / "no_commands.mcap"
-    _copy(src, no_cmd, keep=lambda c: c.topic != "/cf1/cmd_vel_legacy")
+    copy_mcap(src, no_cmd, keep=lambda c: c.topic != "/cf1/cmd_vel_legacy")
     # odometry payloads 300 and 800 swapped: stamps jump forward 5 s, then back
     jumped = tmp_path / "stamps_back.mcap"
     odom = []
@@ -101,7 +77,7 @@ def _bad_logs(src, tmp_path):
             odom.append(message.data)
         return message.data
 
-    _copy(src, tmp_path / "scratch.mcap", payload=collect)
+    copy_mcap(src, tmp_path / "scratch.mcap", payload=collect)
     count = {"n": 0}
 
     def swap(i, channel, message):
@@ -111,7 +87,7 @@ def _bad_logs(src, tmp_path):
         count["n"] += 1
         return odom[800] if k == 300 else odom[300] if k == 800 else message.data
 
-    _copy(src, jumped, payload=swap)
+    copy_mcap(src, jumped, payload=swap)
     arm = tmp_path / "arm.mcap"
     write_joint_state_log(arm)
     return [
