@@ -77,9 +77,9 @@ VARIANTS.update(NO_DEMOS)
 def make_demos(out: Path, task: str, variant: str, args) -> Path:
     """<out>/demos/<variant>.npz: --demos episodes of the plan controller (robot-rl collect policy=plan) on the
     variant's task, labelled with the variant's reward; a one-iteration run of the variant gives collect its
-    config. With the simulator-reading controller every variant's demonstrations are the same episodes (collect's
-    fixed seed) and only the rewards differ; with --demo-plan-reads perceived they differed (123 against 119 of 128
-    successful for the keypoint variants against dense and sparse).
+    config. Every variant's demonstrations are the same episodes (collect's fixed seed) and only the rewards differ.
+    (Until attaching the keypoint reward stopped resetting the worlds, with --demo-plan-reads perceived they were
+    not: 123 against 119 of 128 successful for the keypoint variants against dense and sparse.)
     A plan-guided variant's are its own env's with a zero residual (policy=zero): the plan's features observed,
     the residual as the action, and with injected wrong options the bandit's first tries among them."""
     path = out / "demos" / f"{variant}.npz"
