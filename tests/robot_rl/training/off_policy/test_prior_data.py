@@ -150,7 +150,7 @@ def test_plan_demonstrations_are_the_actions_the_env_took_labelled_with_the_runs
         d = {k: f[k] for k in f.files}
     cfg = run_config(run, [])
     controlled, plain = (make_env(cfg, num_worlds=8, seed=meta["seed"], final_observation=True) for _ in range(2))
-    for env in (controlled, plain):  # as collect does (building the guides resets the worlds)
+    for env in (controlled, plain):  # as collect does: the run's keypoint reward labels the transitions
         attach_guidance(cfg, env, None)
     plan = plan_demonstrator(controlled)
     for t in range(d["rewards"].shape[0]):
@@ -167,7 +167,9 @@ def test_plan_demonstrations_are_the_actions_the_env_took_labelled_with_the_runs
                                  f"out={tmp_path / 'seen'}"])  # fmt: skip
     assert seen["source"]["plan"]["reads"] == "perceived" and seen["episodes"]["successful"] >= 6
     with np.load(tmp_path / "seen.npz", allow_pickle=False) as f:
-        assert np.array_equal(f["obs"][0], d["obs"][0]) and not np.allclose(f["actions"][0], d["actions"][0])
+        assert np.array_equal(f["obs"][0], d["obs"][0])
+        # the first actions may agree (far from the block both saturate); the episodes do not
+        assert not (f["actions"].shape == d["actions"].shape and np.allclose(f["actions"], d["actions"]))
     with pytest.raises(ConfigError, match="plan_reads= is the plan controller's: policy=plan, not policy=zero"):
         commands.cmd_collect([f"run={run}", "policy=zero", "plan_reads=perceived"])
 
