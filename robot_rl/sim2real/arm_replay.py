@@ -191,16 +191,16 @@ def _pick_place_start(log: ArmLog, runtime, params: ArmParams, layout: int | Non
         raise ValueError("a pick-and-place bundle's closed loop needs layout= (the pool's layout the table had)")
     if log.object_position is None or log.goal is None:
         raise ValueError(f"{log.source}: no object pose or goal (<ns>/object_pose, <ns>/goal_position) in the log")
-    layouts = len(runtime.bundle.plan.plans) if runtime.plan is not None else 16
-    sim = ArmSitl(physical=params.as_dict(), scene="arm_pick_place", layouts=layouts, layout_seed=layout_seed,
-                  layout=int(layout))  # fmt: skip
+    pool = {"layouts": len(runtime.bundle.plan.plans)} if runtime.plan is not None else {}  # else the SITL's pool
+    sim = ArmSitl(physical=params.as_dict(), scene="arm_pick_place", layout_seed=layout_seed, layout=int(layout),
+                  **pool)  # fmt: skip
     sim.reset()
     goal = sim.object_state()["goal_position"]
     if np.abs(goal - log.goal[0]).max() > GOAL_MATCH_M:
         raise ValueError(
             f"{log.source}: the logged goal {np.round(log.goal[0], 3).tolist()} is not layout {layout}'s "
-            f"{np.round(goal, 3).tolist()} (pool of {layouts} layouts, seed {layout_seed}): name the layout the "
-            "table had"
+            f"{np.round(goal, 3).tolist()} (pool of {sim.task.layouts} layouts, seed {layout_seed}): name the layout "
+            "the table had"
         )
     if runtime.plan is not None:
         runtime.start_plan(int(layout))

@@ -140,10 +140,7 @@ class SitlGraph:
             **(sim or {}),
         }
         self.start("sim_bridge", "arm_sim_bridge", sim)
-        inputs = ["joint_states:arm_joints", "object_pose:object_pose", "goal_position:point"]
-        # the three are published each period with one stamp: act once all of a period's have arrived
-        params = {"bundle": str(bundle_dir), "inputs": inputs, "act_on": "all_inputs", "plan_index": int(layout)}
-        self.start("policy", "policy_node", {**params, **(policy or {})})
+        self.start("policy", "policy_node", {**pick_place_policy(bundle_dir, layout), **(policy or {})})
         self.start("safety", "arm_safety_node", {"bundle": str(bundle_dir), **(safety or {})})
 
     def start_walk(
@@ -237,3 +234,11 @@ class SitlGraph:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def pick_place_policy(bundle_dir: str, layout: int) -> dict:
+    """The policy node's parameters on the pick-and-place table: joint states and what perception reports of the
+    object and the goal, the bundle's plan `layout`."""
+    inputs = ["joint_states:arm_joints", "object_pose:object_pose", "goal_position:point"]
+    # the three are published each period with one stamp: act once all of a period's have arrived
+    return {"bundle": str(bundle_dir), "inputs": inputs, "act_on": "all_inputs", "plan_index": int(layout)}

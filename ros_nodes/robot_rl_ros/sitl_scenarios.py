@@ -6,7 +6,7 @@ from operator import methodcaller
 
 import numpy as np
 
-from robot_rl_ros.sitl_graph import SitlGraph
+from robot_rl_ros.sitl_graph import SitlGraph, pick_place_policy
 from robot_rl_ros.sitl_observers import Observer, SwarmObserver
 
 
@@ -333,10 +333,8 @@ def pick_place_recorded(
     """A plan-guided pick-and-place bundle in lock-step SITL on layout `layout` of the pool (as pick_place), with
     the recorder writing every topic to `out` (MCAP): joint states, commands, and the object's pose and the goal
     as the bridge's perception reports them. physical_params: the arm sim bridge's hidden parameters (JSON)."""
-    inputs = ["joint_states:arm_joints", "object_pose:object_pose", "goal_position:point"]
-    policy = {"bundle": str(bundle_dir), "inputs": inputs, "act_on": "all_inputs", "plan_index": int(layout)}
     nodes = {
-        "policy": ("policy_node", policy),
+        "policy": ("policy_node", pick_place_policy(bundle_dir, layout)),
         "safety": ("arm_safety_node", {"bundle": str(bundle_dir)}),
     }
     bridge = {"physical_params": physical_params, "scene": "arm_pick_place", "layout": int(layout),
