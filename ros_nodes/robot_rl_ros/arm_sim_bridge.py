@@ -95,7 +95,7 @@ class ArmSimBridge(SimBridgeBase):
         self.commands = 0
         self.start_stepping(p, self.sim.dt)
 
-    def _on_cmd(self, msg: Float64MultiArray) -> None:
+    def _on_cmd(self, msg: Float64MultiArray, published_ns: int | None) -> None:
         q = np.asarray(msg.data, dtype=np.float64)
         if q.shape != self.targets.shape or not np.all(np.isfinite(q)):
             # a position controller rejects a malformed command and keeps the last one
@@ -106,7 +106,7 @@ class ArmSimBridge(SimBridgeBase):
         self.commands += 1
         if not self.braked:
             self.targets = q
-        self.after_command()
+        self.after_command(published_ns)
 
     def _on_emergency(self, request, response):
         if not self.braked:

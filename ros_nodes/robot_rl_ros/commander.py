@@ -103,17 +103,15 @@ def commander_name(node: Node, topic: str, commander: str) -> str:
 
 
 def gated_subscription(node: Node, msg_type, topic: str, callback, commander: str, qos_profile) -> CommandGate | None:
-    """Subscribe `callback(msg)` to a command topic behind a CommandGate for `commander` ('' : no gate,
-    for a bench set-up where a test or an operator commands the robot directly). Refused messages are
-    logged (throttled) and counted on the gate."""
-    if not commander:
-        node.create_subscription(msg_type, topic, callback, qos_profile)
-        return None
-    gate = CommandGate(node.resolve_topic_name(topic), commander_name(node, topic, commander))
+    """Subscribe `callback(msg, published_ns)` to a command topic behind a CommandGate for `commander` ('' : no
+    gate, for a bench set-up where a test or an operator commands the robot directly); published_ns is when the
+    publisher sent it (its wall clock, ns; None where the middleware does not say). Refused messages are logged
+    (throttled) and counted on the gate."""
+    gate = CommandGate(node.resolve_topic_name(topic), commander_name(node, topic, commander)) if commander else None
 
     def cb(msg, info) -> None:
-        if gate.admit(node, info):
-            callback(msg)
+        if gate is None or gate.admit(node, info):
+            callback(msg, info.get("source_timestamp"))
         else:
             node.get_logger().error(gate.last_reason, throttle_duration_sec=1.0)
 

@@ -52,7 +52,7 @@ class CrazyflieBridge(Node):
         stamp = self.get_clock().now().to_msg()
         self.odom_pub.publish(raw_to_odometry(raw, stamp, self.frame_id, self.get_namespace().strip("/")))
 
-    def _on_cmd(self, msg: Twist) -> None:
+    def _on_cmd(self, msg: Twist, published_ns: int | None) -> None:
         if not self.streamer.send(twist_to_rpyt(msg)):
             self.get_logger().error("dropped a non-finite cmd_vel_legacy", throttle_duration_sec=1.0)
 

@@ -75,7 +75,7 @@ class QuadrupedSimBridge(SimBridgeBase):
         self.fall_reported = False
         self.start_stepping(p, self.sim.dt)
 
-    def _on_cmd(self, msg: Float64MultiArray) -> None:
+    def _on_cmd(self, msg: Float64MultiArray, published_ns: int | None) -> None:
         c = np.asarray(msg.data, dtype=np.float64)
         if c.shape != (36,) or not np.all(np.isfinite(c)) or np.any(c[12:] < 0):
             self.get_logger().error(f"rejected command of {c.size} values", throttle_duration_sec=1.0)
@@ -83,7 +83,7 @@ class QuadrupedSimBridge(SimBridgeBase):
         self.commands += 1
         if not self.damped:
             self.cmd = (c[:12], c[12:24], c[24:36])
-        self.after_command()
+        self.after_command(published_ns)
 
     def _on_emergency(self, request, response):
         if not self.damped:

@@ -76,10 +76,10 @@ class SimBridge(SimBridgeBase):
         self.crash_reported = False
         self.start_stepping(p, 1.0 / p["rate_hz"])
 
-    def _on_cmd(self, msg: Twist) -> None:
+    def _on_cmd(self, msg: Twist, published_ns: int | None) -> None:
         self.commands += 1
         self.fw.on_setpoint(twist_to_rpyt(msg), self.sim_time())
-        self.after_command()
+        self.after_command(published_ns)
 
     def _on_emergency(self, request, response):
         self.fw.emergency_stop()

@@ -1,7 +1,9 @@
 """What every simulator bridge shares: lock-step or wall-clock stepping, /clock, and holding time
 until the state topic has its readers.
 
-Lock-step: each command advances the simulation by one step; when no command comes within
+Lock-step: each command advances the simulation by one step (a command published before the current state was
+published answers an earlier state, a keep-alive having stepped the world meanwhile: it replaces the target and
+does not step, so the loop never runs a step behind); when no command comes within
 step_timeout_s of wall time the bridge steps anyway (as time goes on for a real robot), and it
 publishes /clock so nodes with use_sim_time run on simulated time. Wall clock: a timer steps at
 the simulator's rate. A subclass sets `self.sim` (with `.time`) and `self.state_pub` (or overrides
@@ -58,6 +60,8 @@ class SimBridgeBase(Node, ABC):
         self.start_after = int(p["start_after_subscribers"])
         self.clock_pub = self.create_publisher(Clock, "/clock", qos.CLOCK) if self.lockstep else None
         self.steps = 0
+        self.late_commands = 0  # lock-step: commands that answered an earlier state (no step taken)
+        self._state_wall_ns = time.time_ns()
         self._last_step_wall = time.monotonic()
         self.started = not self.lockstep or self.start_after <= 0
         if self.started:
@@ -83,10 +87,19 @@ class SimBridgeBase(Node, ABC):
     def sim_time(self) -> float:
         return float(self.sim.time) + self.clock_offset_s
 
-    def after_command(self) -> None:
-        """Call when a command arrived: in lock-step it advances the world by one step."""
-        if self.lockstep and self.started:
+    def after_command(self, published_ns: int | None = None) -> None:
+        """Call when a command arrived (published at published_ns on the publisher's wall clock, where known): in
+        lock-step it advances the world by one step if it was published after the current state."""
+        if self.lockstep and self.started and self.answers_current_state(published_ns):
             self.step()
+
+    def answers_current_state(self, published_ns: int | None) -> bool:
+        """Whether a command published at published_ns (None: not known) came after the current state; counts
+        those that did not."""
+        if published_ns is not None and published_ns < self._state_wall_ns:
+            self.late_commands += 1
+            return False
+        return True
 
     def step(self) -> None:
         self.advance()
@@ -106,6 +119,9 @@ class SimBridgeBase(Node, ABC):
             self.step()  # no command: time goes on, as it would for a real robot
 
     def _publish(self) -> None:
+        # Before the first message of the step: a command sent from here on answers this state (DDS stamps a
+        # sample with its writer's system clock, as time.time_ns reads it).
+        self._state_wall_ns = time.time_ns()
         if self.clock_pub is not None:
             now = self.sim_time()
             self.clock_pub.publish(Clock(clock=s_to_stamp(now)))

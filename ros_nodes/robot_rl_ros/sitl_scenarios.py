@@ -403,15 +403,22 @@ def _recorded(
             if setpoints:
                 pub = obs.node.create_publisher(PointStamped, setpoint_topic, qos.SENSOR)
                 t_first: list[float] = []
+                last_stamp = [-1]
 
                 def send_setpoint() -> None:
+                    # A wall timer, stamped on simulated time: once per simulated instant, as a repeated stamp
+                    # is an out-of-order message to the policy node.
+                    now = obs.node.get_clock().now()
+                    if now.nanoseconds <= last_stamp[0]:
+                        return
+                    last_stamp[0] = now.nanoseconds
                     i = 0
                     if obs.states:
                         if not t_first:
                             t_first.append(obs.states[0][0])
                         i = min(len(setpoints) - 1, int((obs.states[-1][0] - t_first[0]) // hold_s))
                     m = PointStamped()
-                    m.header.stamp = obs.node.get_clock().now().to_msg()
+                    m.header.stamp = now.to_msg()
                     m.point.x, m.point.y, m.point.z = setpoints[i]
                     pub.publish(m)
 

@@ -106,7 +106,7 @@ class SwarmSimBridge(SimBridgeBase):
         return min(pub.get_subscription_count() for pub in self.odom_pubs)
 
     def _make_cmd_cb(self, i: int):
-        def cb(msg: Float64MultiArray) -> None:
+        def cb(msg: Float64MultiArray, published_ns: int | None) -> None:
             cmd = np.asarray(msg.data, dtype=np.float64)
             if cmd.shape != (4,) or not np.all(np.isfinite(cmd)):
                 self.get_logger().error(
@@ -115,6 +115,8 @@ class SwarmSimBridge(SimBridgeBase):
                 return
             self.motors[i] = np.clip(cmd, 0.0, 1.0)
             self.commands[i] += 1
+            if not self.answers_current_state(published_ns):
+                return  # a late command for an earlier state: the new motor values, no step
             if not self.pending:
                 self.first_pending_wall = time.monotonic()
             self.pending.add(i)
