@@ -178,6 +178,23 @@ def trained_pick_place_bundle(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def pick_place_log(trained_pick_place_bundle, tmp_path_factory) -> Path:
+    """The committed plan-guided pick-and-place bundle on layout 0 of its pool in lock-step SITL over the ROS 2
+    nodes, the recorder on (8 s of robot time, MCAP): joint states, commands, and what perception reported."""
+    pytest.importorskip("rclpy")
+    pytest.importorskip("mcap_ros2")
+    from robot_rl_ros.rosenv import apply_local_dds
+
+    from robot_rl.ros_package import ros_function
+
+    apply_local_dds()
+    out = tmp_path_factory.mktemp("pick_place_log") / "pick.mcap"
+    summary = ros_function("sitl_pick_place_recorded")(str(trained_pick_place_bundle), str(out), layout=0, seconds=8.0)
+    assert summary["finished"] and summary["mode"] == "ACTIVE", summary
+    return out
+
+
+@pytest.fixture(scope="session")
 def trained_quadruped_bundle(tmp_path_factory) -> Path:
     """The committed flat-ground quadruped policy (tests/data/quadruped_velocity_ppo)."""
     return _export_committed("quadruped_velocity_ppo", tmp_path_factory)

@@ -254,12 +254,33 @@ def _closed_loop(label: str, c: Any) -> dict[str, Any]:
     pos = _vectors(c.get("sim_position"), f"{what}.sim_position", len(t))
     rms = _mapping(c.get("rms_m", {}), f"{what}.rms_m")
     keep = _evenly(len(t), MAX_POINTS)
-    return {
+    out = {
         "label": label,
         "t": [t[k] for k in keep],
         "position": [pos[k] for k in keep],
         "rms_m": {a: _number(rms[a], f"{what}.rms_m.{a}") for a in AXES if a in rms},
         "crashed": bool(c.get("crashed", False)),
+    }
+    if c.get("object") is not None:
+        out["object"] = _closed_loop_object(c["object"], f"{what}.object", len(t), keep)
+    return out
+
+
+def _closed_loop_object(o: Any, what: str, n: int, keep: list[int]) -> dict[str, Any]:
+    """A pick-and-place closed loop's object: where the simulation and the log (perception) put it, per step."""
+    o = _mapping(o, what)
+    sim = _vectors(o.get("sim_position"), f"{what}.sim_position", n)
+    logged = _vectors(o.get("log_position"), f"{what}.log_position", n)
+    rms = _mapping(o.get("rms_m", {}), f"{what}.rms_m")
+    goal = _numbers(o.get("goal"), f"{what}.goal")
+    if len(goal) != 3:
+        raise Invalid(f"{what}.goal is not [x, y, z]")
+    return {
+        "sim": [sim[k] for k in keep],
+        "log": [logged[k] for k in keep],
+        "rms_m": {a: _number(rms[a], f"{what}.rms_m.{a}") for a in AXES if a in rms},
+        "goal": goal,
+        "sim_in_goal": bool(o.get("sim_in_goal", False)),
     }
 
 

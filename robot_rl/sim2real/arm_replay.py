@@ -142,6 +142,7 @@ def arm_closed_loop(
     if pick_place:
         out["object"] = {
             "sim_position": objects.round(5).tolist(),
+            "log_position": log.object_position[k0:].round(5).tolist(),  # what perception reported, same steps
             "rms_m": _rms(objects - log.object_position[k0:]),
             "final_m": {"sim": objects[-1].round(4).tolist(), "log": log.object_position[-1].round(4).tolist()},
             "goal": log.goal[-1].round(4).tolist(),

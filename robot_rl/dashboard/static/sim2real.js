@@ -106,6 +106,31 @@ function closedLoopTable(lg) {
         h("td", {}, c.crashed ? "yes" : "no"))))));
 }
 
+// Pick-and-place: per axis, where perception saw the object in the log against where each closed loop put it in
+// simulation, the bowl as a dotted line; a table of the RMS apart and whether the simulated object ended in the bowl.
+function objectView(lg) {
+  const runs = lg.closed_loop.filter((c) => c.object);
+  if (!runs.length) return null;
+  const plots = h("div", { class: "plots s2r-object-plots" }, S2R_AXES.map((name, axis) => {
+    const first = runs[0];
+    const series = [{ name: "log (perception)", group: "object-log", color: S2R_COLORS.log, width: 1.4, points: axisPoints(first.t, first.object.log, axis) }];
+    runs.forEach((c, i) => series.push({
+      name: `${c.label} closed loop`, group: `object-${c.label}`, color: s2rColor(c.label, i), width: 1.2, dash: "5,3",
+      points: axisPoints(c.t, c.object.sim, axis),
+    }));
+    const g = first.object.goal[axis], t0 = first.t[0], t1 = first.t[first.t.length - 1];
+    if (finite(g) && finite(t0) && finite(t1)) series.push({ name: "bowl", group: "object-goal", color: "#888", width: 1.0, dash: "2,3", points: [[t0, g], [t1, g]] });
+    return h("figure", { class: "curve s2r-object-axis", "data-axis": name },
+      Plot.line(series, { title: `object ${name} (m)`, xlabel: "time (s)", width: 560, height: 240 }));
+  }));
+  const table = h("table", { class: "s2r-object" },
+    h("thead", {}, h("tr", {}, ["model", ...S2R_AXES.map((a) => `RMS ${a} (cm)`), "in the bowl in sim"].map((c) => h("th", {}, c)))),
+    h("tbody", {}, runs.map((c) => h("tr", { "data-model": c.label }, h("td", {}, c.label),
+      S2R_AXES.map((a) => h("td", { "data-axis": a, "data-value": c.object.rms_m[a] }, cm(c.object.rms_m[a]))),
+      h("td", { class: "in-goal", "data-value": String(c.object.sim_in_goal) }, c.object.sim_in_goal ? "yes" : "no")))));
+  return h("section", {}, h("h4", {}, "Object: where the log saw it vs where the closed loop put it"), plots, table);
+}
+
 function logView(lg, source) {
   if (lg.invalid) {
     return h("article", { class: "s2r-log invalid", "data-log": lg.log },
@@ -116,7 +141,7 @@ function logView(lg, source) {
     h("p", { class: "note" }, `${lg.duration_s.toFixed(1)} s, ${lg.samples} samples`),
     h("h4", {}, "Trajectories per axis: log vs simulation"), windowsNote(lg), trajectoryPlots(lg),
     h("h4", {}, "Open-loop error over horizon"), horizonTable(lg), horizonPlots(lg),
-    closedLoopTable(lg),
+    closedLoopTable(lg), objectView(lg),
     h("h4", {}, "Parameters: nominal and fitted"), paramTable(lg, source),
     h("h4", {}, "Log report"),
     lg.report.length ? h("ul", { class: "s2r-report" }, lg.report.map((l) => h("li", {}, l))) : h("p", { class: "empty" }, "No report lines."));

@@ -344,6 +344,27 @@ def sim2real_root(flight_fit: dict, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 @pytest.fixture(scope="session")
+def pick_place_s2r_root(pick_place_log: Path, trained_pick_place_bundle: Path, tmp_path_factory) -> Path:
+    """A runs root whose sim2real/pick/ is what `robot-rl replay` wrote for the SITL pick-and-place log with the
+    bundle that made it (closed loop on layout 0: the arm's and the object's trajectories)."""
+    import contextlib
+    import io
+
+    from robot_rl.cli import main
+
+    root = tmp_path_factory.mktemp("s2r_pick")
+    args = [
+        f"log={pick_place_log}",
+        f"bundle={trained_pick_place_bundle}",
+        "layout=0",
+        f"out={root / 'sim2real' / 'pick'}",
+    ]
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        assert main(["replay", *args]) == 0, printed.getvalue()
+    return root
+
+
+@pytest.fixture(scope="session")
 def seed_sweep_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 3-seed sweep of two learning rates: six short real runs by one `robot-rl train -m`."""
     from robot_rl import commands

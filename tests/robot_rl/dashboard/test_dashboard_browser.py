@@ -402,6 +402,35 @@ def test_sim_vs_real_page(browser: Any, sim2real_root: Path, serve: Any) -> None
         assert pg.locator("section.s2r-entry article.s2r-log figure.s2r-axis").count() == 3
 
 
+def test_sim_vs_real_page_shows_where_the_object_went(browser: Any, pick_place_s2r_root: Path, serve: Any) -> None:
+    """A pick-and-place replay: per axis the object where the log's perception saw it and where the closed loop put
+    it, the bowl beside; the RMS apart and whether the simulated object ended in the bowl, as replay.json holds."""
+    doc = json.loads((pick_place_s2r_root / "sim2real" / "pick" / "replay.json").read_text())
+    closed = doc["logs"][0]["closed_loop"]["nominal"]
+    server = serve(pick_place_s2r_root)
+    for pg in _guarded_page(browser, server.url):
+        pg.goto(server.url + "#/sim2real/pick")
+        log = pg.locator("section.s2r-entry[data-entry='pick'] article.s2r-log")
+        log.locator("table.s2r-object").wait_for()
+        figs = log.locator("figure.s2r-object-axis")
+        assert figs.evaluate_all("els => els.map(e => e.dataset.axis)") == ["x", "y", "z"]
+        z = figs.nth(2)
+        logged = z.locator("polyline[data-series='object-log']").get_attribute("points").split()
+        sim = z.locator("polyline[data-series='object-nominal']").get_attribute("points").split()
+        assert len(logged) == len(sim) == len(closed["t"])
+        heights = [float(p.split(",")[1]) for p in logged]
+        assert min(heights) < heights[0] - 10  # drawn in pixels, y down: the object was lifted above its start
+        assert z.locator("polyline[data-series='object-goal']").count() == 1
+        row = log.locator("table.s2r-object tr[data-model='nominal']")
+        for axis in "xyz":
+            cell = row.locator(f"td[data-axis='{axis}']")
+            assert float(cell.get_attribute("data-value")) == closed["object"]["rms_m"][axis]
+        assert row.locator("td.in-goal").inner_text() == ("yes" if closed["object"]["sim_in_goal"] else "no")
+        assert closed["object"]["sim_in_goal"]
+        ARTIFACTS.mkdir(exist_ok=True)
+        log.locator("figure.s2r-object-axis").nth(2).screenshot(path=str(ARTIFACTS / "dashboard_sim2real_object_z.png"))
+
+
 def _tb_series(run: Path, tag: str) -> dict[int, float]:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

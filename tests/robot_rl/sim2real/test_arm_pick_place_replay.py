@@ -15,23 +15,7 @@ from robot_rl.cli import main
 
 pytestmark = pytest.mark.slow
 
-LAYOUT = 0
-
-
-@pytest.fixture(scope="module")
-def pick_place_log(trained_pick_place_bundle, tmp_path_factory):
-    pytest.importorskip("rclpy")
-    pytest.importorskip("mcap_ros2")
-    from robot_rl_ros.rosenv import apply_local_dds
-
-    from robot_rl.ros_package import ros_function
-
-    apply_local_dds()
-    out = tmp_path_factory.mktemp("pick_place_log") / "pick.mcap"
-    record = ros_function("sitl_pick_place_recorded")
-    summary = record(str(trained_pick_place_bundle), str(out), layout=LAYOUT, seconds=8.0)
-    assert summary["finished"] and summary["mode"] == "ACTIVE", summary
-    return out
+LAYOUT = 0  # the layout tests/conftest.py's pick_place_log was recorded on
 
 
 def _replay(args: list[str]) -> tuple[int, str]:
