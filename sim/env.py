@@ -263,7 +263,7 @@ def step_control_period(task, controls: Controls) -> None:
     if controls.per_substep is not None:
         for k in range(substeps):
             backend.ctrl.copy_(controls.per_substep(k))
-            backend.step(1)
+            backend.step(1, check_divergence=k == substeps - 1)  # once per period: a host sync on a GPU
     else:
         if controls.hold is not None:
             backend.ctrl.copy_(controls.hold)

@@ -74,7 +74,8 @@ class MjWarpBackend:
         # field: (float64 mirror, MJWarp's view; None for a field MJWarp does not have, used in rendering only)
         self._expanded: dict[str, tuple[torch.Tensor, torch.Tensor | None]] = {}
         self._pushed_versions: dict[str, int] = {}
-        self._diverged = torch.zeros(self.num_worlds, dtype=torch.bool)
+        self._diverged = torch.zeros(self.num_worlds, dtype=torch.bool, device=self.device)
+        self._any_diverged = False
         self._renderer = None
 
     # -- mirrors -----------------------------------------------------------------------------
@@ -92,8 +93,11 @@ class MjWarpBackend:
             getattr(self, f).copy_(view)
 
     # -- stepping ------------------------------------------------------------------------------
-    def step(self, nsubsteps: int = 1, ctrl: torch.Tensor | None = None) -> None:
-        """As MujocoBatchBackend.step: nsubsteps physics steps, controls held or ctrl[:, k] before substep k."""
+    def step(self, nsubsteps: int = 1, ctrl: torch.Tensor | None = None, check_divergence: bool = True) -> None:
+        """As MujocoBatchBackend.step: nsubsteps physics steps, controls held or ctrl[:, k] before substep k.
+        check_divergence=False leaves the bad-state check to a later call: on a GPU the check is a host sync, so
+        the env's substep loop checks once per control period (a diverged world runs on to the period's end, apart
+        from the others, and is reset there)."""
         if ctrl is not None and tuple(ctrl.shape) != (self.num_worlds, nsubsteps, self.model.nu):
             raise ValueError(
                 f"ctrl must be {(self.num_worlds, nsubsteps, self.model.nu)} (worlds, substeps, actuators), "
@@ -106,21 +110,24 @@ class MjWarpBackend:
                     self._views["ctrl"].copy_(ctrl[:, k])
                 self._mjw.step(self.m, self.d)
         self._pull()
+        if not check_divergence:
+            return
         # as mj_step does on its bad-state warnings: a world whose state is not finite or beyond mjMAXVAL (1e10) is
         # reset to the model's defaults, and take_mujoco_resets() hands it to the env
         sane = lambda x: (torch.isfinite(x) & (x.abs() < 1e10)).all(dim=1)  # noqa: E731
         diverged = ~(sane(self.qpos) & sane(self.qvel))
         if diverged.any():
             self._diverged |= diverged
+            self._any_diverged = True
             self.reset(torch.nonzero(diverged).flatten())
             self.forward()
 
     def take_mujoco_resets(self) -> torch.Tensor | None:
         """Worlds reset inside step() because their state diverged since the last call (bool, num_worlds), None
         when there were none; clears the record."""
-        if not self._diverged.any():
+        if not self._any_diverged:  # a Python flag: no host sync when nothing diverged
             return None
-        out, self._diverged = self._diverged, torch.zeros_like(self._diverged)
+        out, self._diverged, self._any_diverged = self._diverged, torch.zeros_like(self._diverged), False
         return out
 
     def reset(self, ids: torch.Tensor | np.ndarray) -> None:

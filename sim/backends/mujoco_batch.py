@@ -53,12 +53,13 @@ class MujocoBatchBackend:
         self._renderer = None
 
     # -- stepping ---------------------------------------------------------------------------
-    def step(self, nsubsteps: int = 1, ctrl: torch.Tensor | None = None) -> None:
+    def step(self, nsubsteps: int = 1, ctrl: torch.Tensor | None = None, check_divergence: bool = True) -> None:
         """Advance every world; state fields are current afterwards (derived fields are not used).
 
         ctrl: None holds the current controls; else (num_worlds, nsubsteps, nu) controls, row k written before
         substep k: bit-identical to nsubsteps step(1) calls with ctrl[:, k] written before each, in one pass
         over the worlds (each call loads and saves every world's state, a cost of its own).
+        check_divergence: MuJoCo checks inside each mj_step at no cost, so it is always on here.
         """
         t0 = self._np["time"].copy()
         if ctrl is None:

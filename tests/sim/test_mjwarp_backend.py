@@ -18,9 +18,13 @@ The first MJWarp use of a model compiles its kernels (30-90 s here), then warp's
 
 from __future__ import annotations
 
+import collections
+import traceback
+
 import numpy as np
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 
 pytest.importorskip("mujoco_warp")
 
@@ -154,6 +158,56 @@ def test_every_task_agrees_step_by_step_over_200_control_steps(task):
     assert worst["joints"] < tol_q and worst["reward"] < tol_r and worst["obs"] < tol_obs, worst
     assert tol_objects is None or worst["objects"] < tol_objects, worst
     assert worst["joints"] > 0  # two engines, not one engine twice
+
+
+class HostSyncs(TorchFunctionMode):
+    """Counts the torch calls that wait for the device and copy to the host on a GPU (a value read into Python, a
+    data-dependent shape), with where they were made; on the CPU they cost nothing, so they are counted instead."""
+
+    READS = {"__bool__", "__float__", "__int__", "__index__", "__array__", "item", "tolist", "numpy", "cpu",
+             "nonzero", "unique", "masked_select"}  # fmt: skip
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sites: collections.Counter = collections.Counter()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        masked = (
+            name in ("__getitem__", "__setitem__") and len(args) > 1 and getattr(args[1], "dtype", None) == torch.bool
+        )
+        if name in self.READS or masked:
+            ours = [f for f in traceback.extract_stack()[:-1] if "/sim/" in f.filename or "/robot_rl/" in f.filename]
+            self.sites[f"{name} {ours[-1].filename.rsplit('/', 2)[-1]}:{ours[-1].lineno}" if ours else name] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def host_syncs_per_step(task: str, worlds: int, steps: int = 10) -> tuple[float, collections.Counter]:
+    params = {"firmware_impl": "torch"} if task == "crazyflie_hover" else {}
+    env = BatchedEnv(make_task(task, **params), EnvConfig(num_worlds=worlds, backend="mjwarp", nthread=1))
+    gen = torch.Generator().manual_seed(0)
+    act = lambda: 0.3 * torch.randn(worlds, env.num_actions, generator=gen, dtype=torch.float64)  # noqa: E731
+    env.step(act())
+    with HostSyncs() as count:
+        for _ in range(steps):
+            env.step(act())
+    env.close()
+    return sum(count.sites.values()) / steps, count.sites
+
+
+# Measured per env step on mjwarp (each would be a host sync on a GPU), whatever the number of worlds: the action
+# finiteness check (env), the divergence check (once per control period), the done worlds' ids (env) and the
+# task's own two (hover: whether a stopped motor can occur, the push schedule; quadruped: command resampling and
+# pushes; arm: the IK's singularity check, the push schedule).
+HOST_SYNCS_PER_STEP = 5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["crazyflie_hover", "quadruped_velocity", "arm_reach"])
+def test_host_syncs_per_env_step_are_few_and_do_not_grow_with_worlds(task):
+    few, sites = host_syncs_per_step(task, 4)
+    many, _ = host_syncs_per_step(task, 16)
+    assert few == many <= HOST_SYNCS_PER_STEP, (few, many, dict(sites))
 
 
 @pytest.mark.slow

@@ -79,9 +79,9 @@ def arm_fit(perturbed_reach, tmp_path_factory):
 def test_sysid_recovers_hidden_arm_parameters(arm_fit):
     doc, printed, out = arm_fit
     assert "95% interval" in printed and "kp_scale" in printed
-    # Windows with a step of two commands are left out: the safety node's keep-alive goes out when the policy is
-    # late in wall time, and the lock-stepped bridge steps on each. Measured: 22 of 25 windows of a 10 s run on an
-    # idle machine, 11 in a CI run of a slow day; 12 leave the three parameters well determined.
+    # Windows with a step of two commands are left out. Before the lock-step bridges took no step for a late command,
+    # 22 of 25 windows of a 10 s run were kept on an idle machine, 11 in a CI run of a slow day; since, 32 of 35 of a
+    # 14 s run in each of 12 runs (5 beside other CPU load). 12 leave the three parameters well determined.
     assert doc["robot"] == "panda_like" and doc["windows"] >= 12
     assert doc["cost"]["fitted"] < 0.1 * doc["cost"]["nominal"], doc["cost"]
     for name, truth in HIDDEN.items():
@@ -99,7 +99,9 @@ def test_sysid_recovers_hidden_arm_parameters(arm_fit):
 @pytest.mark.xfail(
     strict=False,
     reason="measured over 13 SITL runs since the secant fit: all three intervals held the truth in 12; the miss was "
-    "armature_scale 1.324 [1.3157, 1.3321] for 1.3 (1.8% off, half width 0.6%). Before the secant fit a run's "
+    "armature_scale 1.324 [1.3157, 1.3321] for 1.3 (1.8% off, half width 0.6%). After the lock-step bridges stopped "
+    "stepping on late commands (12 runs, 5 beside other CPU load): 10 of 12, the misses damping_scale 1.4896 "
+    "[1.4797, 1.4995] and 1.4861 [1.4731, 1.4991] for 1.5 (0.7-0.9% off). Before the secant fit a run's "
     "damping_scale interval was [1.401, 1.490] for 1.5",
 )
 def test_arm_intervals_contain_the_truth(arm_fit):
