@@ -37,6 +37,11 @@ PARAMS = {
     # on the arm: 2-5 cm off target instead of 0.5 mm). So it is long: only a dead policy lets it expire.
     "step_timeout_s": 2.0,
     "target": [0.5, 0.0, 0.3],  # reach marker, m in the base frame
+    # A moving marker: x, y, z of each target in turn (flat), each held target_hold_s of simulated time from the
+    # start, then the last ([0.0], the default: `target` throughout). Published with each state and its stamp, so a
+    # policy acting once a period's state and target have both arrived sees each switch at the step the log records.
+    "targets": [0.0],
+    "target_hold_s": 2.0,
     "position_noise_rad": 0.0,
     "velocity_noise_rads": 0.0,
     # Publish the reach marker as target_position ('false': another node, perception or an operator, does).
@@ -88,6 +93,10 @@ class ArmSimBridge(SimBridgeBase):
             self.object_pub = self.create_publisher(PoseStamped, "object_pose", qos.SENSOR)
             self.goal_pub = self.create_publisher(PointStamped, "goal_position", qos.SENSOR)
             self.get_logger().info(f"pick-and-place layout {p['layout']}: {self.sim.instruction()}")
+        flat = [float(x) for x in p["targets"]] if len(p["targets"]) > 1 else []
+        if len(flat) % 3:
+            raise ValueError(f"targets holds {len(flat)} numbers: x, y, z of each target")
+        self.target_schedule = np.array(flat).reshape(-1, 3)
         self.command_gate = gated_subscription(
             self, Float64MultiArray, p["command_topic"], self._on_cmd, p["commander"], qos.COMMAND
         )
@@ -119,7 +128,18 @@ class ArmSimBridge(SimBridgeBase):
         self.sim.step(self.targets)
 
     def publish_state(self, stamp: Time) -> None:
-        if self.pick_place:  # before the joint states: a policy acting on those has this period's objects
+        if len(self.target_schedule):
+            i = min(len(self.target_schedule) - 1, int(self.sim.time / self.p["target_hold_s"] + 1e-9))
+            if not np.array_equal(self.sim.target, self.target_schedule[i]):
+                self.sim.set_target(self.target_schedule[i])
+        # before the joint states: a policy acting on those has this period's target and objects, and a log reads
+        # each as in effect from this state on
+        if self.p["publish_target"]:
+            target = PointStamped()
+            target.header.stamp, target.header.frame_id = stamp, self.p["frame_id"]
+            target.point.x, target.point.y, target.point.z = (float(x) for x in self.sim.target)
+            self.target_pub.publish(target)
+        if self.pick_place:
             self._publish_objects(stamp)
         st = self.sim.state()
         q, v = st["position"], st["velocity"]
@@ -128,12 +148,6 @@ class ArmSimBridge(SimBridgeBase):
         if self.p["velocity_noise_rads"] > 0:
             v = v + self.rng.normal(0.0, self.p["velocity_noise_rads"], v.shape)
         self.state_pub.publish(arm_joint_state(q, v, stamp))
-        if not self.p["publish_target"]:
-            return
-        target = PointStamped()
-        target.header.stamp, target.header.frame_id = stamp, self.p["frame_id"]
-        target.point.x, target.point.y, target.point.z = (float(x) for x in self.sim.target)
-        self.target_pub.publish(target)
 
     def _publish_objects(self, stamp: Time) -> None:
         o = self.sim.object_state()

@@ -307,18 +307,23 @@ def reach_recorded(
     sim: dict | None = None,
     namespace: str = "arm",
 ) -> dict:
-    """Run an arm reach bundle in lock-step SITL through a sequence of targets (published on target_position, as
-    perception or an operator would; the bridge publishes none) with the recorder writing every topic to `out`
-    (MCAP). physical_params: the arm sim bridge's hidden parameters (JSON, sim.tasks.arm.physical)."""
+    """Run an arm reach bundle in lock-step SITL through a sequence of targets (each held target_hold_s; the bridge
+    publishes the one in effect on target_position with each state, as perception would) with the recorder writing
+    every topic to `out` (MCAP). physical_params: the arm sim bridge's hidden parameters (JSON,
+    sim.tasks.arm.physical)."""
     targets = [tuple(float(x) for x in g) for g in targets]
     policy = {"bundle": str(bundle_dir), "inputs": ["joint_states:arm_joints", "target_position:point"]}
     nodes = {
-        "policy": ("policy_node", {**policy, "act_on": "joint_states"}),
+        # once a period's joint states and target have both arrived: a target published by another node on a
+        # wall timer reached the policy a step before or after the step the log gave it, at random
+        "policy": ("policy_node", {**policy, "act_on": "all_inputs"}),
         "safety": ("arm_safety_node", {"bundle": str(bundle_dir)}),
     }
-    bridge = {"physical_params": physical_params, "publish_target": False, "target": list(targets[0]), **(sim or {})}
-    return _recorded(namespace, "arm", out, seconds, targets, "target_position", target_hold_s, nodes,
-                     "forward_position_controller/commands", ("arm_sim_bridge", bridge))  # fmt: skip
+    flat = [x for g in targets for x in g]
+    bridge = {"physical_params": physical_params, "target": list(targets[0]), "targets": flat,
+              "target_hold_s": float(target_hold_s), **(sim or {})}  # fmt: skip
+    return _recorded(namespace, "arm", out, seconds, None, "", 0.0, nodes, "forward_position_controller/commands",
+                     ("arm_sim_bridge", bridge))  # fmt: skip
 
 
 def pick_place_recorded(
