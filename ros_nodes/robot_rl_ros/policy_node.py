@@ -184,9 +184,11 @@ class PolicyNode(Node):
                 return
             self.raw.update(values)
             if trigger and self.all_inputs:
+                # the watched inputs' common stamp: a setpoint (not watched) arriving after a period's state must
+                # not act on that state a second time
                 stamps = {m.last_stamp for m in self.monitors.values()}
-                if len(stamps) == 1 and mon.last_stamp > self.last_acted_stamp:
-                    self.last_acted_stamp = mon.last_stamp
+                if len(stamps) == 1 and (common := stamps.pop()) > self.last_acted_stamp:
+                    self.last_acted_stamp = common
                     self._tick()
             elif trigger:
                 self._tick()

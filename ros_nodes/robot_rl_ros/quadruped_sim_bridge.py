@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 from builtin_interfaces.msg import Time
+from geometry_msgs.msg import PointStamped
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
@@ -43,6 +44,12 @@ PARAMS = {
     # A "real" robot for sim-to-real tests: physical parameters that differ from the model's, as JSON
     # (e.g. '{"motor_strength": 0.85, "added_mass_kg": 1.5}', names in sim.tasks.quadruped.physical); '' : none.
     "physical_params": "",
+    # An operator's velocity commands for SITL: vx, vy, yaw rate of each in turn (flat), each held command_hold_s of
+    # simulated time from the start, then the last, published on `command` (PointStamped) with each state and its
+    # stamp, before the joint states ([0.0], the default: none). A policy acting once all of a period's inputs have
+    # arrived sees each switch at the step the log records.
+    "commands": [0.0],
+    "command_hold_s": 2.0,
 }
 
 
@@ -67,6 +74,11 @@ class QuadrupedSimBridge(SimBridgeBase):
         self.state_pub = self.create_publisher(JointState, "joint_states", qos.SENSOR)
         self.imu_pub = self.create_publisher(Imu, "imu", qos.SENSOR)
         self.odom_pub = self.create_publisher(Odometry, "odom", qos.SENSOR)
+        flat = [float(x) for x in p["commands"]] if len(p["commands"]) > 1 else []
+        if len(flat) % 3:
+            raise ValueError(f"commands holds {len(flat)} numbers: vx, vy, yaw rate of each command")
+        self.command_schedule = np.array(flat).reshape(-1, 3)
+        self.velocity_command_pub = self.create_publisher(PointStamped, "command", qos.SENSOR) if flat else None
         self.command_gate = gated_subscription(
             self, Float64MultiArray, p["command_topic"], self._on_cmd, p["commander"], qos.COMMAND
         )
@@ -102,6 +114,12 @@ class QuadrupedSimBridge(SimBridgeBase):
             self.get_logger().warning(f"trunk on the ground at t={self.sim.time:.2f} s")
 
     def publish_state(self, stamp: Time) -> None:
+        if self.velocity_command_pub is not None:
+            i = min(len(self.command_schedule) - 1, int(self.sim.time / self.p["command_hold_s"] + 1e-9))
+            c = PointStamped()
+            c.header.stamp = stamp
+            c.point.x, c.point.y, c.point.z = (float(x) for x in self.command_schedule[i])
+            self.velocity_command_pub.publish(c)
         st = self.sim.state()
         q, dq = st["joint_position"], st["joint_velocity"]
         if self.p["position_noise_rad"] > 0:

@@ -369,14 +369,17 @@ def walk_recorded(
     commands = [tuple(float(x) for x in c) for c in commands]
     inputs = ["joint_states:leg_joints", "imu:imu", "odom:body_velocity", "command:point"]
     nodes = {
+        # the bridge publishes the command in effect with each state (as an operator's joystick, stamped alike),
+        # before the joint states: acting on those, the policy sees each switch at the step the log has
         "policy": ("policy_node", {"bundle": str(bundle_dir), "inputs": inputs, "act_on": "joint_states",
                                    "command": list(commands[0])}),
         "safety": ("leg_safety_node", {"bundle": str(bundle_dir)}),
     }  # fmt: skip
     # joint_states' readers: the policy, the safety node and the recorder (the observer reads odom)
-    bridge = {"physical_params": physical_params, "start_after_subscribers": 3, **(sim or {})}
-    return _recorded(namespace, "quadruped", out, seconds, commands, "command", command_hold_s, nodes,
-                     "joint_commands", ("quadruped_sim_bridge", bridge))  # fmt: skip
+    bridge = {"physical_params": physical_params, "start_after_subscribers": 3, "commands": [x for c in commands
+              for x in c], "command_hold_s": float(command_hold_s), **(sim or {})}  # fmt: skip
+    return _recorded(namespace, "quadruped", out, seconds, None, "", 0.0, nodes, "joint_commands",
+                     ("quadruped_sim_bridge", bridge))  # fmt: skip
 
 
 def _recorded(

@@ -115,9 +115,10 @@ def test_replay_of_the_quadruped_log_under_nominal_and_fit(
     closed = json.loads((folder / "replay.json").read_text())["logs"][0]["closed_loop"]
     assert not closed["fitted"]["crashed"] and not closed["nominal"]["crashed"]
     rms = {label: np.linalg.norm(list(c["rms_m"].values())) for label, c in closed.items()}
-    # measured: on a noise-free SITL log of this robot, trunk RMS 9.1 cm on the truth and 34 cm on the nominal
-    # model; on this test's log (joint noise), 20.7 cm on the fit and 29.5 cm nominal: gaits fall out of phase
-    assert rms["fitted"] < rms["nominal"], rms
+    # The trunk's RMS difference is printed, not judged: gaits fall out of phase, and a phase slip integrates into
+    # position. Measured on this test's log (joint noise): 5.6 to 20.7 cm on the fit against 25 to 29.5 cm nominal
+    # in some runs, and 30.0, 33.4 and 37.8 cm on the fit against 17.5, 22.8 and 26.7 cm nominal in others (two of
+    # them clean-clone CI runs). The mean body velocity per command is the comparison that holds.
     gap = {
         label: np.mean([np.abs(np.subtract(g["sim"], g["log"])).max() for g in c["segments"]])
         for label, c in closed.items()
