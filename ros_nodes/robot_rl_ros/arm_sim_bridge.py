@@ -25,7 +25,7 @@ from robot_rl_ros import qos
 from robot_rl_ros.commander import gated_subscription
 from robot_rl_ros.msgs import arm_joint_state
 from robot_rl_ros.params import declare
-from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase
+from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase, schedule_param, scheduled
 from robot_rl_ros.sim_bridge_base import physical_params as physical_params_json
 from robot_rl_ros.spin import node_main
 
@@ -93,10 +93,7 @@ class ArmSimBridge(SimBridgeBase):
             self.object_pub = self.create_publisher(PoseStamped, "object_pose", qos.SENSOR)
             self.goal_pub = self.create_publisher(PointStamped, "goal_position", qos.SENSOR)
             self.get_logger().info(f"pick-and-place layout {p['layout']}: {self.sim.instruction()}")
-        flat = [float(x) for x in p["targets"]] if len(p["targets"]) > 1 else []
-        if len(flat) % 3:
-            raise ValueError(f"targets holds {len(flat)} numbers: x, y, z of each target")
-        self.target_schedule = np.array(flat).reshape(-1, 3)
+        self.target_schedule = schedule_param(p["targets"], "targets (x, y, z of each target)")
         self.command_gate = gated_subscription(
             self, Float64MultiArray, p["command_topic"], self._on_cmd, p["commander"], qos.COMMAND
         )
@@ -129,9 +126,9 @@ class ArmSimBridge(SimBridgeBase):
 
     def publish_state(self, stamp: Time) -> None:
         if len(self.target_schedule):
-            i = min(len(self.target_schedule) - 1, int(self.sim.time / self.p["target_hold_s"] + 1e-9))
-            if not np.array_equal(self.sim.target, self.target_schedule[i]):
-                self.sim.set_target(self.target_schedule[i])
+            target = scheduled(self.target_schedule, self.sim.time, self.p["target_hold_s"])
+            if not np.array_equal(self.sim.target, target):
+                self.sim.set_target(target)
         # before the joint states: a policy acting on those has this period's target and objects, and a log reads
         # each as in effect from this state on
         if self.p["publish_target"]:

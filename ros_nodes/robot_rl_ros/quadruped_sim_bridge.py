@@ -23,7 +23,7 @@ from robot_rl_ros import qos
 from robot_rl_ros.commander import gated_subscription
 from robot_rl_ros.msgs import LEG_JOINT_NAMES, joint_state
 from robot_rl_ros.params import declare
-from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase
+from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase, schedule_param, scheduled
 from robot_rl_ros.sim_bridge_base import physical_params as physical_params_json
 from robot_rl_ros.spin import node_main
 
@@ -46,8 +46,8 @@ PARAMS = {
     "physical_params": "",
     # An operator's velocity commands for SITL: vx, vy, yaw rate of each in turn (flat), each held command_hold_s of
     # simulated time from the start, then the last, published on `command` (PointStamped) with each state and its
-    # stamp, before the joint states ([0.0], the default: none). A policy acting once all of a period's inputs have
-    # arrived sees each switch at the step the log records.
+    # stamp, before the joint states ([0.0], the default: none), so a policy acting on those sees each switch at the
+    # step the log records.
     "commands": [0.0],
     "command_hold_s": 2.0,
 }
@@ -74,11 +74,9 @@ class QuadrupedSimBridge(SimBridgeBase):
         self.state_pub = self.create_publisher(JointState, "joint_states", qos.SENSOR)
         self.imu_pub = self.create_publisher(Imu, "imu", qos.SENSOR)
         self.odom_pub = self.create_publisher(Odometry, "odom", qos.SENSOR)
-        flat = [float(x) for x in p["commands"]] if len(p["commands"]) > 1 else []
-        if len(flat) % 3:
-            raise ValueError(f"commands holds {len(flat)} numbers: vx, vy, yaw rate of each command")
-        self.command_schedule = np.array(flat).reshape(-1, 3)
-        self.velocity_command_pub = self.create_publisher(PointStamped, "command", qos.SENSOR) if flat else None
+        self.command_schedule = schedule_param(p["commands"], "commands (vx, vy, yaw rate of each command)")
+        has_commands = len(self.command_schedule) > 0
+        self.velocity_command_pub = self.create_publisher(PointStamped, "command", qos.SENSOR) if has_commands else None
         self.command_gate = gated_subscription(
             self, Float64MultiArray, p["command_topic"], self._on_cmd, p["commander"], qos.COMMAND
         )
@@ -115,10 +113,10 @@ class QuadrupedSimBridge(SimBridgeBase):
 
     def publish_state(self, stamp: Time) -> None:
         if self.velocity_command_pub is not None:
-            i = min(len(self.command_schedule) - 1, int(self.sim.time / self.p["command_hold_s"] + 1e-9))
             c = PointStamped()
             c.header.stamp = stamp
-            c.point.x, c.point.y, c.point.z = (float(x) for x in self.command_schedule[i])
+            command = scheduled(self.command_schedule, self.sim.time, self.p["command_hold_s"])
+            c.point.x, c.point.y, c.point.z = (float(x) for x in command)
             self.velocity_command_pub.publish(c)
         st = self.sim.state()
         q, dq = st["joint_position"], st["joint_velocity"]

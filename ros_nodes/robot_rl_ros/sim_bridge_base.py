@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 
+import numpy as np
 from builtin_interfaces.msg import Time
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
@@ -50,6 +51,20 @@ def physical_params(text: str) -> dict | None:
     if physical is not None and not isinstance(physical, dict):
         raise ValueError("physical_params must be a JSON object of parameter: value")
     return physical
+
+
+def schedule_param(values: list[float], what: str) -> np.ndarray:
+    """A flat list parameter of triples in turn (a target schedule, an operator's commands) as (n, 3); [0.0], the
+    parameter's default (a ROS list needs a type), is none. ValueError when the count is not a multiple of 3."""
+    flat = [float(x) for x in values] if len(values) > 1 else []
+    if len(flat) % 3:
+        raise ValueError(f"{what} holds {len(flat)} numbers, not triples")
+    return np.array(flat).reshape(-1, 3)
+
+
+def scheduled(schedule: np.ndarray, sim_time_s: float, hold_s: float) -> np.ndarray:
+    """The row of a schedule in effect at simulated time sim_time_s, each row held hold_s, then the last."""
+    return schedule[min(len(schedule) - 1, int(sim_time_s / hold_s + 1e-9))]
 
 
 class SimBridgeBase(Node, ABC):

@@ -376,8 +376,9 @@ def walk_recorded(
         "safety": ("leg_safety_node", {"bundle": str(bundle_dir)}),
     }  # fmt: skip
     # joint_states' readers: the policy, the safety node and the recorder (the observer reads odom)
-    bridge = {"physical_params": physical_params, "start_after_subscribers": 3, "commands": [x for c in commands
-              for x in c], "command_hold_s": float(command_hold_s), **(sim or {})}  # fmt: skip
+    flat = [x for c in commands for x in c]
+    bridge = {"physical_params": physical_params, "start_after_subscribers": 3, "commands": flat,
+              "command_hold_s": float(command_hold_s), **(sim or {})}  # fmt: skip
     return _recorded(namespace, "quadruped", out, seconds, None, "", 0.0, nodes, "joint_commands",
                      ("quadruped_sim_bridge", bridge))  # fmt: skip
 
