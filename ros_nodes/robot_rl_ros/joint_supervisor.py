@@ -76,6 +76,7 @@ class JointSupervisor:
         self.action: np.ndarray | None = None
         self.action_time: float | None = None
         self.hold_pose: np.ndarray | None = None
+        self.first_state_time: float | None = None
         self.last_cmd: np.ndarray | None = None
         self.last_cmd_time: float | None = None
         self.events = EventLog()
@@ -84,6 +85,7 @@ class JointSupervisor:
             for k in (
                 "action.nonfinite",
                 "action.bad_dim",
+                "action.stale",
                 "limit.joint",
                 "limit.lead",
                 "limit.speed",
@@ -110,19 +112,45 @@ class JointSupervisor:
         self.q = q
         if self.hold_pose is None:
             self.hold_pose = q.copy()  # disarmed: hold where the arm is found
+            self.first_state_time = now
         self._check_workspace(now)
         return None
 
-    def on_action(self, action, now: float) -> str | None:
+    def awaits_state(self, action_stamp: float) -> bool:
+        """True when an action answers a joint state newer than the last one accepted: judged against the older
+        one, its lead limit would act on a pose the policy had already left (a DDS race a loaded machine shows)."""
+        return self.state_in.last_stamp is None or action_stamp > self.state_in.last_stamp
+
+    def on_action(self, action, now: float, stamp: float | None = None) -> str | None:
+        """The policy's joint targets; stamp: the stamp of the joint state they answer, if the message says
+        (an action that answers a state older than state_max_age_s is dropped: it was computed for another pose)."""
         a = np.asarray(action, dtype=np.float64).reshape(-1)
         if a.shape != (self.n,):
-            self.counts["action.bad_dim"] += 1
-            return self._fall(now, self.fallback_mode, f"policy action has {a.size} values, expected {self.n}")
+            return self.refuse_action(now, f"policy action has {a.size} values, expected {self.n}")
         if not is_finite(a):
             self.counts["action.nonfinite"] += 1
             return self._fall(now, self.fallback_mode, "policy action is not finite")
+        if stamp is not None and now - stamp > self.cfg.state_max_age_s:
+            self.counts["action.stale"] += 1
+            age, limit = (now - stamp) * 1e3, self.cfg.state_max_age_s * 1e3
+            return self.note(now, "input", f"policy action answers a state {age:.0f} ms old > {limit:.0f} ms")
         self.action, self.action_time = a, now
         return None
+
+    def awaits_first_action(self, now: float) -> bool:
+        """Disarmed, the robot's state known for less than command_timeout_s and no policy action yet: a hold sent
+        now would race the policy's first action for the same state (a lock-stepped simulator steps on either)."""
+        return (
+            self.mode == JointMode.DISARMED
+            and self.action_time is None
+            and self.first_state_time is not None
+            and now - self.first_state_time < self.cfg.command_timeout_s
+        )
+
+    def refuse_action(self, now: float, reason: str) -> str:
+        """An action of the wrong shape (size, joint names): the fallback."""
+        self.counts["action.bad_dim"] += 1
+        return self._fall(now, self.fallback_mode, reason)
 
     def on_command_publishers(self, now: float, topic: str, others: list[str], settling: str | None = None) -> None:
         """Who else publishes the robot's command topic (a graph query): a fault that blocks arming and,

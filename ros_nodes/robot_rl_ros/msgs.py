@@ -100,18 +100,18 @@ def arm_joint_state(position, velocity, stamp: Time) -> JointState:
 LEG_JOINT_NAMES = [f"{leg}_{part}_joint" for leg in ("FR", "FL", "RR", "RL") for part in ("hip", "thigh", "calf")]
 
 
-def joint_arrays(msg: JointState, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def joint_arrays(msg: JointState, names: list[str], what: str = "joint_states") -> tuple[np.ndarray, np.ndarray]:
     """Positions and velocities of the named joints in that order (a broadcaster's order is not
-    guaranteed). Raises ValueError naming a missing joint."""
+    guaranteed). Raises ValueError naming a missing joint (and `what` lacks it)."""
     index = {n: i for i, n in enumerate(msg.name)}
     missing = [n for n in names if n not in index]
     if missing:
-        raise ValueError(f"joint_states lacks {missing}")
+        raise ValueError(f"{what} lacks {missing}")
     order = [index[n] for n in names]
     pos = np.asarray(msg.position, dtype=np.float64)
     vel = np.asarray(msg.velocity, dtype=np.float64) if len(msg.velocity) else np.zeros(len(msg.name))
     if pos.size != len(msg.name) or vel.size != len(msg.name):
-        raise ValueError(f"joint_states has {len(msg.name)} names, {pos.size} positions, {vel.size} velocities")
+        raise ValueError(f"{what} has {len(msg.name)} names, {pos.size} positions, {vel.size} velocities")
     return pos[order], vel[order]
 
 
@@ -197,6 +197,10 @@ ADAPTERS: dict[str, tuple[type, tuple[str, ...] | None, Callable[[str], Callable
     "setpoint": (Odometry, ("setpoint_position", "setpoint_velocity"), lambda key: _setpoint),
     "ranges": (LaserScan, None, _ranges),  # provides the raw key named after the topic (e.g. tof)
 }
+
+
+# The joint-state input kinds and the joints they read, in order: a policy's joint targets go out under these names.
+JOINT_INPUT_NAMES = {"arm_joints": ARM_JOINT_NAMES, "leg_joints": LEG_JOINT_NAMES}
 
 
 def parse_input_spec(spec: str) -> tuple[str, str, tuple[str, ...]]:

@@ -22,6 +22,7 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
+from sensor_msgs.msg import JointState
 from std_msgs.msg import Float32MultiArray, Float64MultiArray, MultiArrayDimension, MultiArrayLayout, String
 
 from robot_rl.deploy import BundleError, PolicyRuntime, load_bundle
@@ -29,7 +30,15 @@ from robot_rl.deploy.plan_executor import PLAN_FEATURES_INPUT
 from robot_rl_ros import qos
 from robot_rl_ros.latency import LatencyStats
 from robot_rl_ros.monitor import InputMonitor
-from robot_rl_ros.msgs import ADAPTERS, ARM_JOINT_NAMES, odometry_to_raw, parse_input_spec, stamp_to_s
+from robot_rl_ros.msgs import (
+    ADAPTERS,
+    JOINT_INPUT_NAMES,
+    joint_state,
+    odometry_to_raw,
+    parse_input_spec,
+    s_to_stamp,
+    stamp_to_s,
+)
 from robot_rl_ros.neighbours import NeighbourBroadcasts
 from robot_rl_ros.params import declare, max_future_s
 from robot_rl_ros.spin import node_main
@@ -106,7 +115,9 @@ class PolicyNode(Node):
         self.safety_mode: str | None = None  # the safety node's mode, once it has said one
         if p["hold_integrators_until_active"] and self.bundle.integrators:
             self.create_subscription(String, "safety/mode", self._on_safety_mode, qos.LATCHED)
-        self.pub = self.create_publisher(Float64MultiArray, "policy/action", qos.COMMAND)
+        self.joint_targets = self._joint_targets(p["inputs"])
+        action_type = Float64MultiArray if self.joint_targets is None else JointState
+        self.pub = self.create_publisher(action_type, "policy/action", qos.COMMAND)
         self.obs_pub = None
         if p["publish_observation"]:
             self.obs_pub = self.create_publisher(Float32MultiArray, "policy/observation", qos.RECORD)
@@ -118,8 +129,7 @@ class PolicyNode(Node):
         self.skipped: dict[str, int] = {"stale": 0, "invalid": 0}
         self.last_skip_reason = ""
         self.published = 0
-        # What goes out: the command in robot units, or an arm's joint targets after the bundle's IK.
-        names = self.bundle.action.names if self.runtime.arm is None else ARM_JOINT_NAMES
+        names = self.bundle.action.names
         self._layout = [MultiArrayDimension(label=",".join(names), size=len(names), stride=1)]
         self.all_inputs = p["act_on"] == ALL_INPUTS
         self.last_acted_stamp = float("-inf")
@@ -132,6 +142,19 @@ class PolicyNode(Node):
             f"obs {self.bundle.obs_dim}, "
             f"actions {self.bundle.action.names} ({self.bundle.action.mode})"
         )
+
+    def _joint_targets(self, inputs: list[str]) -> tuple[list[str], InputMonitor] | None:
+        """What goes out: the command in robot units (Float64MultiArray), or joint targets (an arm's after the
+        bundle's IK, a legged robot's) as a JointState named as the joint-state input and stamped with the state
+        they answer, so the safety node judges them against that state: (joint names, that input's monitor)."""
+        if self.runtime.arm is None and self.bundle.action.mode != "joint_position":
+            return None
+        joints = [(topic, kind) for topic, kind, _ in map(parse_input_spec, inputs) if kind in JOINT_INPUT_NAMES]
+        if len(joints) != 1:
+            kinds = " or ".join(JOINT_INPUT_NAMES)
+            raise BundleError(f"joint targets answer one joint-state input ({kinds}); inputs: {inputs}")
+        topic, kind = joints[0]
+        return JOINT_INPUT_NAMES[kind], self.monitors[topic]
 
     def _setup_neighbours(self, p: dict) -> NeighbourBroadcasts | None:
         names = [n.strip("/") for n in p["neighbours"] if n.strip("/")]
@@ -231,7 +254,11 @@ class PolicyNode(Node):
         if self.obs_pub is not None:  # one message, so the pair cannot be torn apart on the way
             data = [float(x) for x in self.runtime.last_observation] + [float(x) for x in action]
             self.obs_pub.publish(Float32MultiArray(data=data, layout=self._obs_layout))
-        self.pub.publish(Float64MultiArray(data=[float(x) for x in action], layout=self._layout_msg()))
+        if self.joint_targets is None:
+            self.pub.publish(Float64MultiArray(data=[float(x) for x in action], layout=self._layout_msg()))
+        else:
+            names, state = self.joint_targets
+            self.pub.publish(joint_state(names, action, [], s_to_stamp(state.last_stamp)))
         self.published += 1
         self.stats.exit(t0)
 

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
@@ -154,11 +155,16 @@ class SafetyNodeBase(Node, ABC):
         # step, which a lock-step bridge may take as the step's command; seen in CI on a loaded machine).
         gap = self.event_gap_s
         silent = now - self.last_pub_time >= gap and time.monotonic() - self.last_pub_wall >= gap
-        if self.sup.mode.name != "ACTIVE" or silent or now < self.last_pub_time:
+        keep_alive = self.sup.mode.name != "ACTIVE" or silent or now < self.last_pub_time
+        if keep_alive and not self._awaits_first_action(now):
             self._send()
         else:
             self.sup.check(now)
             self._after_input()
+
+    def _awaits_first_action(self, now: float) -> bool:
+        """Whether the keep-alive waits for the policy's first action (a joint robot's node, see JointSupervisor)."""
+        return False
 
     def _after_input(self) -> None:
         if self.sup.mode != self.last_mode:
@@ -227,7 +233,16 @@ class JointSafetyNode(SafetyNodeBase):
         self.joint_names = joint_names
         self.cmd_pub = self.create_publisher(Float64MultiArray, p["command_topic"], qos.COMMAND)
         self.create_subscription(JointState, "joint_states", self._on_joints, qos.SENSOR)
-        self.create_subscription(Float64MultiArray, "policy/action", self._on_action, qos.COMMAND)
+        # The policy's joint targets, stamped with the joint state they answer (robot_rl_ros.policy_node).
+        self.create_subscription(JointState, "policy/action", self._on_joint_action, qos.COMMAND)
+        # An action that answers a state not yet here waits for it, at most state_max_age_s of wall time (a
+        # state later than that is stale anyway); the wall clock, as a lock-stepped simulator's clock stands still
+        # until a command goes out.
+        self._waiting: tuple[np.ndarray, float] | None = None
+        self._wait_timer = self.create_timer(
+            p["state_max_age_s"], self._stop_waiting, clock=Clock(clock_type=ClockType.STEADY_TIME)
+        )
+        self._wait_timer.cancel()
         self._setup_common(
             p["estop_topic"],
             p["watchdog_rate_hz"],
@@ -240,6 +255,41 @@ class JointSafetyNode(SafetyNodeBase):
     @abstractmethod
     def _command_data(self, q: np.ndarray) -> np.ndarray:
         """The command message's data for supervised joint targets q."""
+
+    def _on_joint_action(self, msg: JointState) -> None:
+        now = self.now()
+        try:
+            action, _ = joint_arrays(msg, self.joint_names, "policy action")
+        except ValueError as e:
+            self.sup.refuse_action(now, str(e))
+            self._send()
+            return
+        stamp = stamp_to_s(msg.header.stamp)
+        if self.sup.awaits_state(stamp):
+            self._waiting = (action, stamp)
+            self._wait_timer.reset()
+            return
+        self._take_action(action, stamp)
+
+    def _take_action(self, action: np.ndarray, stamp: float) -> None:
+        self._waiting = None
+        self._wait_timer.cancel()
+        self.sup.on_action(action, self.now(), stamp)
+        self._send()  # forward at once: the policy's rate is the command rate
+
+    def _awaits_first_action(self, now: float) -> bool:
+        return self.sup.awaits_first_action(now)
+
+    def _stop_waiting(self) -> None:
+        """The state the waiting action answers did not come: judge it against the newest one."""
+        if self._waiting is not None:
+            self._take_action(*self._waiting)
+        self._wait_timer.cancel()
+
+    def _on_joints(self, msg: JointState) -> None:
+        super()._on_joints(msg)
+        if self._waiting is not None and not self.sup.awaits_state(self._waiting[1]):
+            self._take_action(*self._waiting)
 
     def _send(self) -> None:
         now = self.now()

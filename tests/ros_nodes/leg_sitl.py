@@ -60,7 +60,6 @@ class LegInputs:
         from robot_rl_ros import qos
         from robot_rl_ros.msgs import LEG_JOINT_NAMES, joint_arrays, stamp_to_s
         from sensor_msgs.msg import JointState
-        from std_msgs.msg import Float64MultiArray
 
         self.joints: dict[float, np.ndarray] = {}
         self.action_received_ns: list[int] = []
@@ -74,7 +73,7 @@ class LegInputs:
         # the bridge's best-effort state, queued deep enough that a stalled test process drops none
         deep = QoSProfile(depth=500, reliability=ReliabilityPolicy.BEST_EFFORT)
         obs.node.create_subscription(JointState, "joint_states", on_joints, deep)
-        obs.node.create_subscription(Float64MultiArray, "policy/action", on_action, qos.RECORD)
+        obs.node.create_subscription(JointState, "policy/action", on_action, qos.RECORD)
 
 
 def kill_policy_until_damp(graph, obs, timeout_s: float = 30.0) -> tuple[float, float, str]:
