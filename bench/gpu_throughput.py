@@ -6,7 +6,10 @@ Prints, per task and world count, from one run and one process:
     Data (controls held, nothing else), timed in alternating blocks with the env so load changes cancel,
   - their ratio (issue 19's goal on a GPU: >= 0.7),
   - the training loop's env steps/s (PPO iterations: rollout and update, as robot-rl train runs them),
-  - the one-off set-up apart: building the env (kernel compile and load on first use) and the first step.
+  - the one-off set-up apart: building the env (kernel compile and load on first use) and the first step;
+and camera observations (`--camera-worlds`): arm_pick_place with an RGB camera, env steps/s on `mujoco` (MuJoCo's
+renderer, one world at a time) and on `mjwarp` (MJWarp's batch renderer, every world in one call), and frames/s
+of the render alone, the two backends timed in alternating blocks.
 
 Today the env and tasks keep their tensors on the CPU, so this runs on warp's CPU device (sim/backends/mjwarp.py
 says what the GPU half lacks); `--smoke` is the small configuration CI runs (tests/bench/test_gpu_throughput.py).
@@ -60,16 +63,44 @@ def measure(task: str, worlds: int, steps: int, iterations: int) -> dict[str, fl
     }
 
 
+def measure_camera(worlds: int, steps: int, size: int = 48) -> dict[str, float]:
+    """Env steps/s and frames/s of arm_pick_place's front RGB camera on both backends, in alternating blocks."""
+    from sim.env import BatchedEnv, EnvConfig
+    from sim.tasks import make_task
+
+    task = {"camera_obs": "front", "camera_kind": "rgb", "camera_size": size}
+    envs = [BatchedEnv(make_task("arm_pick_place", **task), EnvConfig(num_worlds=worlds, backend=b, nthread=1))
+            for b in ("mujoco", "mjwarp")]  # fmt: skip
+    zeros = torch.zeros(worlds, envs[0].num_actions, dtype=torch.float64)
+    for env in envs:
+        env.reset()
+    stepped = time_alternating(*(lambda e=e: e.step(zeros) for e in envs), steps=steps, blocks=min(5, steps))
+    rendered = time_alternating(
+        *(lambda e=e: e.backend.render_all("front", size, size, "rgb") for e in envs), steps=steps, blocks=min(5, steps)
+    )
+    for env in envs:
+        env.close()
+    return {
+        "mujoco_env": worlds * steps / stepped[0],
+        "mjwarp_env": worlds * steps / stepped[1],
+        "mujoco_frames": worlds * steps / rendered[0],
+        "mjwarp_frames": worlds * steps / rendered[1],
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--worlds", default="4096,16384")
     ap.add_argument("--tasks", default="crazyflie_hover,quadruped_velocity,arm_reach")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--camera-worlds", default="16", help="worlds of the camera comparison ('' : none)")
+    ap.add_argument("--camera-steps", type=int, default=20)
     ap.add_argument("--smoke", action="store_true", help="16 worlds, 4 steps, 1 iteration of crazyflie_hover")
     args = ap.parse_args()
     if args.smoke:
         args.worlds, args.tasks, args.steps, args.iterations = "16", "crazyflie_hover", 4, 1
+        args.camera_worlds, args.camera_steps = "4", 2
     torch.set_num_threads(1)
     import warp as wp
 
@@ -83,6 +114,16 @@ def main() -> None:
             print(
                 f"{task:22s}{worlds:8d}{r['env']:14,.0f}{r['raw']:14,.0f}{r['env'] / r['raw']:9.2f}"
                 f"{r['train']:15,.0f}{r['setup_s']:10.1f}{r['first_step_s']:11.2f}"
+            )
+    if args.camera_worlds:
+        print("\ncamera observations, arm_pick_place front RGB 48x48 (mujoco: one world at a time; mjwarp: one call)")
+        head = f"{'worlds':>6s}{'mujoco env/s':>14s}{'mjwarp env/s':>14s}{'ratio':>7s}"
+        print(f"{head}{'mujoco fps':>12s}{'mjwarp fps':>12s}")
+        for worlds in (int(w) for w in args.camera_worlds.split(",")):
+            c = measure_camera(worlds, args.camera_steps)
+            print(
+                f"{worlds:6d}{c['mujoco_env']:14,.0f}{c['mjwarp_env']:14,.0f}{c['mjwarp_env'] / c['mujoco_env']:7.2f}"
+                f"{c['mujoco_frames']:12,.0f}{c['mjwarp_frames']:12,.0f}"
             )
 
 

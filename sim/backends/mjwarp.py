@@ -11,8 +11,8 @@ take_mujoco_resets(), as mj_step's reset is on the `mujoco` backend. The ToF sen
 
 Not here yet: the GPU half (the env and tasks keep their tensors on the CPU, so today this runs on warp's CPU
 device), CUDA-graph capture of the substeps (without it a GPU step is launch-bound), the native Crazyflie firmware
-callback (CPU MuJoCo only: hover tasks run the torch firmware on this backend), MJWarp's batch renderer (render()
-draws one world with MuJoCo's renderer).
+callback (CPU MuJoCo only: hover tasks run the torch firmware on this backend). Camera observations of every world
+come from MJWarp's batch renderer in one call (render_all); render() draws one world with MuJoCo's renderer.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ import numpy as np
 import torch
 
 from sim.backends.mujoco_batch import STATE_FIELDS, MujocoBatchBackend
+
+DEPTH_RANGE_M = 100.0  # batch-rendered depth beyond this is clipped to it
 
 
 def _warp():
@@ -77,6 +79,7 @@ class MjWarpBackend:
         self._diverged = torch.zeros(self.num_worlds, dtype=torch.bool, device=self.device)
         self._any_diverged = False
         self._renderer = None
+        self._batch_render = None  # ((camera, width, height, kind), MJWarp's render context, output array)
 
     # -- mirrors -----------------------------------------------------------------------------
     def _push(self) -> None:
@@ -230,6 +233,49 @@ class MjWarpBackend:
         return m, d
 
     render = MujocoBatchBackend.render  # one world through world_data and MuJoCo's renderer
+
+    def render_all(self, camera: str, width: int, height: int, kind: str = "rgb") -> torch.Tensor:
+        """As MujocoBatchBackend.render_all, through MJWarp's batch renderer: every world in one call, the images
+        left on the device. It draws geoms, not sites (a target drawn as a site is not in its images), and shades
+        in its own way, so its RGB is not MuJoCo's; depth is the distance along each pixel's ray
+        (tests/sim/test_mjwarp_backend.py holds both to MuJoCo's renderer). The render context is built on the
+        first call for a camera, size and kind (kept out of the step; a new one replaces it)."""
+        if kind not in ("rgb", "depth"):
+            raise ValueError(f"unknown render kind '{kind}' (rgb, depth)")
+        cam = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
+        if cam < 0:
+            raise ValueError(f"no camera '{camera}' in the model")
+        wp, mjw = self._wp, self._mjw
+        key = (cam, int(width), int(height), kind)
+        if self._batch_render is None or self._batch_render[0] != key:
+            with wp.ScopedDevice(self.wp_device):
+                rc = mjw.create_render_context(
+                    self.model,
+                    nworld=self.num_worlds,
+                    cam_res=(int(width), int(height)),
+                    render_rgb=kind == "rgb",
+                    render_depth=kind == "depth",
+                    cam_active=[cam],
+                )
+                out = wp.zeros((self.num_worlds, int(height), int(width)), dtype=wp.vec3f if kind == "rgb" else float)
+            self._batch_render = (key, rc, out)
+        _, rc, out = self._batch_render
+        self._push()
+        with wp.ScopedDevice(self.wp_device):
+            mjw.kinematics(self.m, self.d)
+            mjw.camlight(self.m, self.d)
+            mjw.refit_bvh(self.m, self.d, rc)
+            mjw.render(self.m, self.d, rc)
+            if kind == "rgb":
+                mjw.get_rgb(rc, 0, out)
+            else:
+                mjw.get_depth(rc, 0, DEPTH_RANGE_M, out)  # clamped to [0, 1] of this range
+        x = wp.to_torch(out)
+        if kind == "rgb":
+            return x.clone()
+        # a ray that hits nothing reads 0: MuJoCo's renderer reads its far plane there
+        far = float(self.model.vis.map.zfar * self.model.stat.extent)
+        return torch.where(x > 0.0, x * DEPTH_RANGE_M, far)
 
     def close(self) -> None:
         if self._renderer is not None:

@@ -192,6 +192,15 @@ class MujocoBatchBackend:
         img = r.render()
         return img[..., 0].copy() if kind == "segmentation" else img.copy()
 
+    def render_all(self, camera: str, width: int, height: int, kind: str = "rgb") -> torch.Tensor:
+        """Every world's image from one camera: RGB (n, h, w, 3) float32 in [0, 1] or depth (n, h, w) float32 in
+        metres, on the backend's device. Here one world at a time through MuJoCo's renderer."""
+        if kind not in ("rgb", "depth"):
+            raise ValueError(f"unknown render kind '{kind}' (rgb, depth)")
+        imgs = np.stack([self.render(w, camera, width, height, kind) for w in range(self.num_worlds)])
+        x = torch.from_numpy(imgs)
+        return x.float() / 255.0 if kind == "rgb" else x.float()
+
     def close(self) -> None:
         if self._renderer is not None:
             self._renderer.close()

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-def test_gpu_throughput_smoke_prints_env_raw_and_training_rates():
+def test_gpu_throughput_smoke_prints_env_raw_training_and_camera_rates():
     env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
     res = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "gpu_throughput.py"), "--smoke"],
@@ -28,3 +28,8 @@ def test_gpu_throughput_smoke_prints_env_raw_and_training_rates():
     env_sps, raw_sps, ratio, train_sps = (float(g.replace(",", "")) for g in row.groups())
     assert env_sps > 0 and raw_sps > 0 and train_sps > 0
     assert ratio == pytest.approx(env_sps / raw_sps, abs=0.01)  # the ratio is of the two rates it prints
+    cam = re.search(r"^\s+4\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)\s+([\d,]+)\s+([\d,]+)$", res.stdout, re.M)
+    assert cam, res.stdout
+    mujoco_env, mjwarp_env, cam_ratio, mujoco_fps, mjwarp_fps = (float(g.replace(",", "")) for g in cam.groups())
+    assert min(mujoco_env, mjwarp_env, mujoco_fps, mjwarp_fps) > 0
+    assert cam_ratio == pytest.approx(mjwarp_env / mujoco_env, rel=0.05)  # of the rates before rounding

@@ -261,3 +261,36 @@ def test_a_diverged_world_is_reset_and_handed_to_the_env():
     assert not torch.equal(backend.qpos[[0, 2]], before)  # the others stepped
     assert backend.take_mujoco_resets() is None  # handed over once
     env.close()
+
+
+@pytest.mark.slow
+def test_camera_observations_of_every_world_come_from_one_batch_render():
+    """arm_pick_place's front camera on MJWarp's batch renderer (every world in one call) against MuJoCo's renderer
+    world by world, from the same states. Measured (3 worlds, 32x32): depth equal to 2e-7 m at the median pixel and
+    within 4 mm at the 90th percentile (edges differ), the far plane alike; RGB channel means within 0.02 (MJWarp
+    shades in its own way)."""
+    from sim.backends.mujoco_batch import STATE_FIELDS
+
+    params = {"camera_obs": "front", "camera_kind": "depth", "camera_size": 32}
+    ref, warp = (BatchedEnv(make_task("arm_pick_place", **params), EnvConfig(num_worlds=3, backend=b, nthread=1))
+                 for b in ("mujoco", "mjwarp"))  # fmt: skip
+    ref.reset()
+    warp.reset()
+    ref.backend.qpos[1, 0] += 0.8  # world 1's arm turned away: its image is not world 0's
+    for f in STATE_FIELDS:
+        getattr(warp.backend, f).copy_(getattr(ref.backend, f))
+    ref.backend.forward()
+    warp.backend.forward()
+    a, b = (env.backend.render_all("front", 32, 32, "depth").numpy() for env in (ref, warp))
+    apart = np.abs(a - b)
+    assert np.median(apart) < 1e-3 and np.quantile(apart, 0.9) < 0.01, np.quantile(apart, [0.5, 0.9, 0.99])
+    assert b.max() == pytest.approx(a.max(), rel=1e-3)  # where nothing is hit: the far plane, as MuJoCo reads it
+    for img in (a, b):
+        assert (np.abs(img[1] - img[0]) > 0.05).mean() > 0.03  # the turned arm shows
+    rgb_ref, rgb_warp = (env.backend.render_all("front", 32, 32, "rgb") for env in (ref, warp))
+    assert rgb_warp.shape == (3, 32, 32, 3) and rgb_warp.dtype == torch.float32
+    assert (rgb_ref.mean(dim=(0, 1, 2)) - rgb_warp.mean(dim=(0, 1, 2))).abs().max() < 0.05
+    images = warp.task.camera_images()  # what the policy observes: depth / 2 m, clipped to [0, 1]
+    np.testing.assert_allclose(images[:, 0].numpy(), np.clip(b / 2.0, 0.0, 1.0), atol=1e-6)
+    ref.close()
+    warp.close()

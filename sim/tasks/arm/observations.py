@@ -9,7 +9,6 @@ policy bundle, so the deploy runtime builds the same vector.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 ARM_TERMS = [
@@ -55,10 +54,9 @@ def add_noise(raw: dict[str, torch.Tensor], rng: torch.Generator) -> None:
 
 
 def render_images(backend, camera: str, size: int, kind: str) -> torch.Tensor:
-    """(n, C, size, size) float32 images of every world from one camera (one render per world):
-    RGB in [0, 1], or depth in metres / 2 clipped to [0, 1]."""
-    imgs = [backend.render(w, camera, size, size, kind) for w in range(backend.num_worlds)]
-    x = torch.from_numpy(np.stack(imgs))
+    """(n, C, size, size) float32 images of every world from one camera (the backend's render_all): RGB in [0, 1],
+    or depth in metres / 2 clipped to [0, 1]."""
+    x = backend.render_all(camera, size, size, kind)
     if kind == "rgb":
-        return x.permute(0, 3, 1, 2).float() / 255.0
-    return (x.float() / 2.0).clamp(0.0, 1.0).unsqueeze(1)
+        return x.permute(0, 3, 1, 2)
+    return (x / 2.0).clamp(0.0, 1.0).unsqueeze(1)
