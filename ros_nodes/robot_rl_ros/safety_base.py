@@ -85,7 +85,10 @@ class SafetyNodeBase(Node, ABC):
         self.create_timer(diagnostics_period_s, self._publish_diagnostics)
         self.discovery_settle_s = discovery_settle_s
         self.graph_watch_start = time.monotonic()
-        self.create_timer(commander_check_period_s, self._check_commanders)
+        # on the wall clock, as discovery runs: on a lock-stepped clock the check stood still until time started,
+        # and the settling blocker of the check made at start-up could refuse the policy's first action
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self.create_timer(commander_check_period_s, self._check_commanders, clock=steady)
         self._check_commanders()
 
     def _check_commanders(self) -> None:
