@@ -286,8 +286,9 @@ class JointSafetyNode(SafetyNodeBase):
     def _stop_waiting(self) -> None:
         """The state the waiting action answers did not come: judge it against the newest one."""
         if self._waiting is not None:
-            self._take_action(*self._waiting)
-        self._wait_timer.cancel()
+            self._take_action(*self._waiting)  # cancels this timer
+        else:
+            self._wait_timer.cancel()
 
     def _on_joints(self, msg: JointState) -> None:
         super()._on_joints(msg)

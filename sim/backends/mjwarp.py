@@ -80,6 +80,8 @@ class MjWarpBackend:
         self._any_diverged = False
         self._renderer = None
         self._batch_render = None  # ((camera, width, height, kind), MJWarp's render context, output array)
+        # where a batch-rendered ray hits nothing it reads 0; MuJoCo's renderer reads its far plane there
+        self._far_plane_m = float(model.vis.map.zfar * model.stat.extent)
 
     # -- mirrors -----------------------------------------------------------------------------
     def _push(self) -> None:
@@ -237,8 +239,8 @@ class MjWarpBackend:
     def render_all(self, camera: str, width: int, height: int, kind: str = "rgb") -> torch.Tensor:
         """As MujocoBatchBackend.render_all, through MJWarp's batch renderer: every world in one call, the images
         left on the device. It draws geoms, not sites (a target drawn as a site is not in its images), and shades
-        in its own way, so its RGB is not MuJoCo's; depth is the distance along each pixel's ray
-        (tests/sim/test_mjwarp_backend.py holds both to MuJoCo's renderer). The render context is built on the
+        in its own way, so its RGB is not MuJoCo's; its depth is MuJoCo's (tests/sim/test_mjwarp_backend.py holds both
+        to MuJoCo's renderer). The render context is built on the
         first call for a camera, size and kind (kept out of the step; a new one replaces it)."""
         if kind not in ("rgb", "depth"):
             raise ValueError(f"unknown render kind '{kind}' (rgb, depth)")
@@ -273,9 +275,7 @@ class MjWarpBackend:
         x = wp.to_torch(out)
         if kind == "rgb":
             return x.clone()
-        # a ray that hits nothing reads 0: MuJoCo's renderer reads its far plane there
-        far = float(self.model.vis.map.zfar * self.model.stat.extent)
-        return torch.where(x > 0.0, x * DEPTH_RANGE_M, far)
+        return torch.where(x > 0.0, x * DEPTH_RANGE_M, self._far_plane_m)
 
     def close(self) -> None:
         if self._renderer is not None:
