@@ -3,18 +3,20 @@
 Prints, per task and world count, from one run and one process:
   - env control steps/s of the BatchedEnv on backend=mjwarp (zero actions),
   - raw MJWarp control steps/s: mjw.step `substeps` times per control period on the env backend's own Model and
-    Data (controls held, nothing else), timed in alternating blocks with the env so load changes cancel,
+    Data (controls held, nothing else), captured as one warp graph and replayed as the backend replays its own,
+    timed in alternating blocks with the env so load changes cancel,
   - their ratio (issue 19's goal on a GPU: >= 0.7),
   - the training loop's env steps/s (PPO iterations: rollout and update, as robot-rl train runs them),
-  - the one-off set-up apart: building the env (kernel compile and load on first use) and the first step;
+  - the one-off set-up apart: building the env, the first step (kernel compile and load on first use) and the
+    graph capture of the second;
 and camera observations (`--camera-worlds`): arm_pick_place with an RGB camera, env steps/s on `mujoco` (MuJoCo's
 renderer, one world at a time) and on `mjwarp` (MJWarp's batch renderer, every world in one call), and frames/s
 of the render alone, the two backends timed in alternating blocks.
 
-Today the env and tasks keep their tensors on the CPU, so this runs on warp's CPU device (sim/backends/mjwarp.py
-says what the GPU half lacks); `--smoke` is the small configuration CI runs (tests/bench/test_gpu_throughput.py).
+`--device cuda` runs it on a GPU (the env, its task and PPO there too: backend.device); the default is warp's CPU
+device. `--smoke` is the small configuration CI runs (tests/bench/test_gpu_throughput.py).
 
-    python bench/gpu_throughput.py [--worlds 4096,16384] [--tasks crazyflie_hover,quadruped_velocity] [--steps 50]
+    python bench/gpu_throughput.py [--device cuda] [--worlds 4096,16384] [--tasks crazyflie_hover,quadruped_velocity]
     python bench/gpu_throughput.py --smoke
 """
 
@@ -30,25 +32,35 @@ from env_throughput import time_alternating  # bench/ is the script's directory
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 
-def measure(task: str, worlds: int, steps: int, iterations: int) -> dict[str, float]:
+def measure(task: str, worlds: int, steps: int, iterations: int, device: str = "cpu") -> dict[str, float]:
     from robot_rl.config import load_config
     from robot_rl.envs import make_env
     from robot_rl.training.learners import make_trainer
 
-    overrides = [f"task={task}", "backend=mjwarp", f"task.num_worlds={worlds}", "algo.num_steps_per_env=8"]
+    overrides = [f"task={task}", "backend=mjwarp", f"backend.device={device}", f"task.num_worlds={worlds}",
+                 "algo.num_steps_per_env=8"]  # fmt: skip
     cfg = load_config(overrides)
     t0 = time.perf_counter()
     env = make_env(cfg)
     setup_s = time.perf_counter() - t0
     backend = env.backend
-    zeros = torch.zeros(env.num_envs, env.num_actions, dtype=torch.float64)
+    zeros = torch.zeros(env.num_envs, env.num_actions, dtype=torch.float64, device=env.device)
     t0 = time.perf_counter()
     env.step(zeros)
     first_step_s = time.perf_counter() - t0
+    env.step(zeros)  # the second step of a kind captures its graph (backend.capture_s)
+    capture_s = sum(backend.capture_s.values())
+    wp, mjw = backend._wp, backend._mjw
+    with wp.ScopedDevice(backend.wp_device):
+        for _ in range(env.task.substeps):  # kernels loaded before the capture
+            mjw.step(backend.m, backend.d)
+        with wp.ScopedCapture(device=backend.wp_device) as capture:
+            for _ in range(env.task.substeps):
+                mjw.step(backend.m, backend.d)
 
-    def raw() -> None:  # the backend's own MJWarp Model and Data, controls held
-        for _ in range(env.task.substeps):
-            backend._mjw.step(backend.m, backend.d)
+    def raw() -> None:  # the backend's own MJWarp Model and Data, controls held, one control period per replay
+        wp.capture_launch(capture.graph)
+        wp.synchronize_device(backend.wp_device)  # as the env step, which reads results on the host, waits
 
     t_env, t_raw = time_alternating(lambda: env.step(zeros), raw, steps=steps, blocks=min(10, steps))
     trainer = make_trainer(env, dict(cfg.algo))
@@ -60,6 +72,7 @@ def measure(task: str, worlds: int, steps: int, iterations: int) -> dict[str, fl
         "train": result["total_steps"] / result["train_time_s"],
         "setup_s": setup_s,
         "first_step_s": first_step_s,
+        "capture_s": capture_s,
     }
 
 
@@ -90,6 +103,7 @@ def measure_camera(worlds: int, steps: int, size: int = 48) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu", help="backend.device: cpu (warp's CPU device), cuda or cuda:<n>")
     ap.add_argument("--worlds", default="4096,16384")
     ap.add_argument("--tasks", default="crazyflie_hover,quadruped_velocity,arm_reach")
     ap.add_argument("--steps", type=int, default=50)
@@ -105,15 +119,16 @@ def main() -> None:
     import warp as wp
 
     wp.config.quiet = True
-    print(f"backend=mjwarp on warp device {wp.get_device()} (env tensors on the CPU), {os.cpu_count()} cores")
+    where = wp.get_device(args.device)
+    print(f"backend=mjwarp on warp device {where} (the env, its task and PPO there too), {os.cpu_count()} cores")
     head = f"{'task':22s}{'worlds':>8s}{'env steps/s':>14s}{'raw steps/s':>14s}{'env/raw':>9s}{'train steps/s':>15s}"
-    print(f"{head}{'set-up s':>10s}{'1st step s':>11s}")
+    print(f"{head}{'set-up s':>10s}{'1st step s':>11s}{'capture s':>11s}")
     for task in filter(None, args.tasks.split(",")):
         for worlds in (int(w) for w in args.worlds.split(",")):
-            r = measure(task, worlds, args.steps, args.iterations)
+            r = measure(task, worlds, args.steps, args.iterations, args.device)
             print(
                 f"{task:22s}{worlds:8d}{r['env']:14,.0f}{r['raw']:14,.0f}{r['env'] / r['raw']:9.2f}"
-                f"{r['train']:15,.0f}{r['setup_s']:10.1f}{r['first_step_s']:11.2f}"
+                f"{r['train']:15,.0f}{r['setup_s']:10.1f}{r['first_step_s']:11.2f}{r['capture_s']:11.3f}"
             )
     if args.camera_worlds:
         print("\ncamera observations, arm_pick_place front RGB 48x48 (mujoco: one world at a time; mjwarp: one call)")

@@ -90,6 +90,8 @@ PROB = Range(0, 1)  # probabilities and fractions
 FINITE = Range()  # reward weights (either sign), positions
 PIXELS = Range(16, 4096, integer=True)
 RANDOMIZATION = Choice(("none", "train", "max"))
+# a torch/warp device the GPU backend and the learners accept
+DEVICE = Choice(("cpu", "cuda", *(f"cuda:{i}" for i in range(16))))
 
 
 def option(default: Any = dataclasses.MISSING, rule: Rule | None = None, *, factory: Any = dataclasses.MISSING):

@@ -32,12 +32,20 @@ def make_env(
         task = make_task(t.name, action_mode=t.action_mode, **task_options(t.name, t.get("params")))
     except (TypeError, ValueError, OmegaConfBaseException) as e:
         raise ConfigError(f"task {t.name}: {e}") from None
+    device = str(cfg.backend.get("device", "cpu"))
+    if cfg.backend.name == "mujoco" and device != "cpu":
+        raise ConfigError(
+            f"backend.device={device}: backend=mujoco steps on the CPU "
+            f"(GPU physics: backend=mjwarp backend.device={device})"
+        )
     pick = lambda v, default: default if v is None else v  # noqa: E731
     env_cfg = EnvConfig(
         num_worlds=int(pick(num_worlds, t.num_worlds)),
         seed=int(pick(seed, cfg.seed)),
         backend=cfg.backend.name,
         nthread=int(pick(nthread, cfg.backend.nthread)),
+        device=device,
+        capture_graph=bool(cfg.backend.get("capture_graph", True)),
         episode_length_s=float(t.episode_length_s),
         randomization=str(pick(randomization, t.randomization)),
         obs_noise=bool(pick(obs_noise, t.obs_noise)),

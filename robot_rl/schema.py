@@ -23,6 +23,7 @@ from typing import Any
 from omegaconf import MISSING, DictConfig, ListConfig
 
 from robot_conventions.options import (
+    DEVICE,
     NONNEG,
     NONNEG_INT,
     PIXELS,
@@ -92,6 +93,13 @@ class BackendConfig:
     name: str = "mujoco"
     nthread: int = option(0, NONNEG_INT)  # 0: every core
     torch_threads: int = option(1, POS_INT)
+    # where the physics runs; the env, its task and the learners' networks and buffers follow it (mujoco: cpu)
+    device: str = option("cpu", DEVICE)
+
+
+@dataclass
+class MjWarpBackendConfig(BackendConfig):
+    capture_graph: bool = True  # replay each control period's substeps from a captured warp graph
 
 
 @dataclass
@@ -213,7 +221,7 @@ def option_schema(group: str, name: str) -> type | None:
     if group == "task":
         return task_group_schema(name) if name in TASKS else None
     if group == "backend":
-        return BackendConfig if name in BACKEND_NAMES else None
+        return {"mujoco": BackendConfig, "mjwarp": MjWarpBackendConfig}.get(name)
     classes = _algo_classes() if group == "algo" else _guidance_classes() if group == "guidance" else {}
     return group_schema(classes[name], name) if name in classes else None
 

@@ -41,6 +41,8 @@ class EnvConfig:
     seed: int = 0
     backend: str = "mujoco"
     nthread: int = 0  # 0: all cores
+    device: str = "cpu"  # the backend's device (mjwarp: cpu, cuda, cuda:<n>); the env and task tensors live there
+    capture_graph: bool = True  # mjwarp: replay each control period's substeps from a captured graph
     episode_length_s: float = 8.0
     randomization: str = "train"  # none | train | max
     obs_noise: bool = True
@@ -88,14 +90,19 @@ class BatchedEnv(GuidanceHooks):
         self.task = task
         self.num_envs = cfg.num_worlds
         self.num_actions = task.num_actions
-        self.device = torch.device("cpu")
-        self.rng = torch.Generator().manual_seed(cfg.seed)
         # called with the ended worlds' ids after their final observation, before their reset: a wrapper that adds
         # to the observations (the plan's state) takes its part of the final observation here
         self.episode_end_hooks: list[Callable[[torch.Tensor], None]] = []
-        self.backend = make_backend(cfg.backend, load_model(task.model_path), cfg.num_worlds, nthread=cfg.nthread)
+        options = {"capture_graph": cfg.capture_graph} if cfg.backend == "mjwarp" else {}
+        self.backend = make_backend(
+            cfg.backend, load_model(task.model_path), cfg.num_worlds, nthread=cfg.nthread, device=cfg.device, **options
+        )
+        # everything the env and its task hold lives on the backend's device (the CPU for backend=mujoco), and so
+        # does the generator every random draw takes
+        self.device = self.backend.device
+        self.rng = torch.Generator(device=self.device).manual_seed(cfg.seed)
         self.max_episode_length = int(math.ceil(cfg.episode_length_s / task.control_dt))
-        self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long)
+        self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
         self.mujoco_resets = 0  # worlds MuJoCo reset after a diverged state (each ended its episode)
         task.attach(self.backend, cfg, self.rng)
         self._term_sums: dict[str, torch.Tensor] = {}
@@ -110,7 +117,7 @@ class BatchedEnv(GuidanceHooks):
         self.reward = reward
         self._term_sums = {}
         self._sum_names = None
-        reward.reset(torch.arange(self.num_envs))
+        reward.reset(torch.arange(self.num_envs, device=self.device))
 
     @property
     def num_worlds(self) -> int:
@@ -122,11 +129,13 @@ class BatchedEnv(GuidanceHooks):
         return TensorDict(self.task.observations(), batch_size=[self.num_envs])
 
     def reset(self) -> TensorDict:
-        self.reset_worlds(torch.arange(self.num_envs))
+        self.reset_worlds(torch.arange(self.num_envs, device=self.device))
         return self.get_observations()
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        actions = torch.as_tensor(actions, dtype=torch.float64).reshape(self.num_envs, self.num_actions)
+        actions = torch.as_tensor(actions, dtype=torch.float64, device=self.device).reshape(
+            self.num_envs, self.num_actions
+        )
         # one reduction: a NaN or Inf anywhere makes the sum non-finite (an overflowing sum of finite actions only
         # costs the exact check)
         if not math.isfinite(actions.sum()) and not torch.all(torch.isfinite(actions)):
@@ -138,7 +147,11 @@ class BatchedEnv(GuidanceHooks):
         terms = self.task.reward_terms() if self.reward is None else self.reward.terms()
         if tuple(terms) != self._sum_names:
             self._sum_rows(tuple(terms))
-        stacked = torch.stack(list(terms.values())) if terms else torch.zeros(0, self.num_envs, dtype=torch.float64)
+        stacked = (
+            torch.stack(list(terms.values()))
+            if terms
+            else torch.zeros(0, self.num_envs, dtype=torch.float64, device=self.device)
+        )
         reward = stacked.sum(dim=0)  # the terms added in order, as a loop of += would (to rounding)
         self._sum_buf += stacked  # every term's episode sum in one call
         terminated = self.task.terminated()
@@ -175,7 +188,7 @@ class BatchedEnv(GuidanceHooks):
         to its row (terms no longer returned keep their sums)."""
         old = self._term_sums
         self._sum_buf = torch.stack(
-            [old[k] if k in old else torch.zeros(self.num_envs, dtype=torch.float64) for k in names]
+            [old[k] if k in old else torch.zeros(self.num_envs, dtype=torch.float64, device=self.device) for k in names]
         )
         rows = dict(zip(names, self._sum_buf.unbind(0), strict=True))
         self._term_sums = {k: rows.get(k, v) for k, v in old.items()} | rows
@@ -208,14 +221,16 @@ class BatchedEnv(GuidanceHooks):
 
     def stagger_episodes(self) -> None:
         """Spread episode ends over the horizon so resets do not arrive in waves."""
-        self.episode_length_buf[:] = torch.randint(0, self.max_episode_length, (self.num_envs,), generator=self.rng)
+        self.episode_length_buf[:] = torch.randint(
+            0, self.max_episode_length, (self.num_envs,), generator=self.rng, device=self.device
+        )
 
     def state_hash(self) -> str:
         import hashlib
 
         h = hashlib.sha256(self.backend.state_hash().encode())
         for t in self.task.controller_state() + [self.episode_length_buf]:
-            h.update(t.contiguous().numpy().tobytes())
+            h.update(t.contiguous().cpu().numpy().tobytes())
         return h.hexdigest()
 
     def close(self) -> None:

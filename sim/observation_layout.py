@@ -71,7 +71,7 @@ def store_raw_rows(
     if ids is None:
         return raw
     if not last_raw:
-        last_raw = {k: torch.zeros((n,) + v.shape[1:], dtype=v.dtype) for k, v in raw.items()}
+        last_raw = {k: torch.zeros((n,) + v.shape[1:], dtype=v.dtype, device=v.device) for k, v in raw.items()}
     for k, v in raw.items():
         last_raw[k][ids] = v
     return last_raw

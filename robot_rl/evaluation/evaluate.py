@@ -15,11 +15,12 @@ Policy = Callable[[object], torch.Tensor]
 
 
 def torch_policy(actor) -> Policy:
-    """Deterministic actor from rsl_rl (normalizer + MLP, mean action)."""
+    """Deterministic actor from rsl_rl (normalizer + MLP, mean action), fed on its own device."""
+    device = next(actor.parameters()).device
 
     def act(env) -> torch.Tensor:
         with torch.inference_mode():
-            return actor(env.get_observations())
+            return actor(env.get_observations().to(device))
 
     return act
 
@@ -33,7 +34,7 @@ def deploy_policy(runtime) -> Policy:
     """
 
     def act(env) -> torch.Tensor:
-        raw = {k: v.numpy() for k, v in env.task.last_raw.items()}
+        raw = {k: v.cpu().numpy() for k, v in env.task.last_raw.items()}
         info = episode_info(env) if runtime.plan is not None else {}  # only a plan's executor starts episodes
         return torch.from_numpy(runtime.policy_actions(raw, **info))
 
@@ -43,8 +44,8 @@ def deploy_policy(runtime) -> Policy:
 def episode_info(env) -> dict[str, np.ndarray]:
     """Which worlds begin an episode now and which layout each is in: what a plan-guided bundle's executor needs
     to start each world's plan (the bundle carries one plan per layout of the run's pool)."""
-    start = (env.episode_length_buf == 0).numpy()
-    layouts = env.task.layout_id.numpy() if env.task.pool is not None else None  # a task with a layout pool
+    start = (env.episode_length_buf == 0).cpu().numpy()
+    layouts = env.task.layout_id.cpu().numpy() if env.task.pool is not None else None  # a task with a layout pool
     return {"episode_start": start, "plan_index": layouts}
 
 
@@ -65,14 +66,14 @@ def swarm_deploy_policy(runtime, seed: int = 0) -> Policy:
         if N not in others:
             others[N] = np.array([[j for j in range(N) if j != i] for i in range(N)], dtype=np.int64).reshape(N, N - 1)
         raw = {
-            "position": t.pos.numpy(),
-            "velocity": t.vel.numpy(),
-            "angular_velocity": t.omega.numpy(),
-            "quaternion": quat_wxyz_to_xyzw(t.quat.numpy()),
-            "setpoint_position": t.sp_pos.numpy(),
-            "setpoint_velocity": t.sp_vel.numpy(),
-            "tof": t.tof.numpy(),
-            "neighbour_states": t.received.numpy()[:, others[N]],  # (W, N, N - 1, 6): drone i hears every j != i
+            "position": t.pos.cpu().numpy(),
+            "velocity": t.vel.cpu().numpy(),
+            "angular_velocity": t.omega.cpu().numpy(),
+            "quaternion": quat_wxyz_to_xyzw(t.quat.cpu().numpy()),
+            "setpoint_position": t.sp_pos.cpu().numpy(),
+            "setpoint_velocity": t.sp_vel.cpu().numpy(),
+            "tof": t.tof.cpu().numpy(),
+            "neighbour_states": t.received.cpu().numpy()[:, others[N]],  # (W, N, N - 1, 6): drone i hears every j != i
         }
         if t.cfg.obs_noise:
             for key in ("position", "velocity", "angular_velocity"):
@@ -92,13 +93,13 @@ def evaluate(env, policy: Policy, progress: bool = True, record_obs: int = 0) ->
 
     record_obs > 0 keeps that many policy observations (from world 0..k) for export parity checks.
     """
-    n = env.num_envs
+    n, dev = env.num_envs, env.device  # the records stay on the env's device until the summary
     env.reset()
-    done = torch.zeros(n, dtype=torch.bool)
-    success = torch.zeros(n, dtype=torch.bool)
-    crashed = torch.zeros(n, dtype=torch.bool)
-    pos_err = torch.zeros(n, dtype=torch.float64)
-    returns = torch.zeros(n, dtype=torch.float64)
+    done = torch.zeros(n, dtype=torch.bool, device=dev)
+    success = torch.zeros(n, dtype=torch.bool, device=dev)
+    crashed = torch.zeros(n, dtype=torch.bool, device=dev)
+    pos_err = torch.zeros(n, dtype=torch.float64, device=dev)
+    returns = torch.zeros(n, dtype=torch.float64, device=dev)
     term_sums: dict[str, torch.Tensor] = {}
     extra: dict[str, torch.Tensor] = {}  # further per-episode outcomes of the task (tracking errors, levels)
     recorded = []
@@ -118,7 +119,7 @@ def evaluate(env, policy: Policy, progress: bool = True, record_obs: int = 0) ->
         if record_obs:
             recorded.append(env.get_observations()["policy"][:record_obs].clone())
         _, reward, dones, extras = env.step(actions)
-        returns += reward.double() * (~done)
+        returns += reward.to(dev, torch.float64) * (~done)
         if "final" in extras:
             ids = extras["final"]["ids"]
             first = ids[~done[ids]]  # only each world's first episode counts
@@ -128,12 +129,15 @@ def evaluate(env, policy: Policy, progress: bool = True, record_obs: int = 0) ->
             pos_err[first] = extras["final"]["position_error_m"][sel]
             for k, v in extras["final"].items():
                 if k not in OUTCOME_KEYS and isinstance(v, torch.Tensor) and v.shape == ids.shape:
-                    extra.setdefault(k, torch.zeros(n, dtype=torch.float64))[first] = v[sel].double()
+                    extra.setdefault(k, torch.zeros(n, dtype=torch.float64, device=dev))[first] = v[sel].double()
             for k, v in extras["final"]["terms"].items():
-                term_sums.setdefault(k, torch.zeros(n, dtype=torch.float64))[first] = v[sel]
+                term_sums.setdefault(k, torch.zeros(n, dtype=torch.float64, device=dev))[first] = v[sel]
             done[first] = True
         if bool(done.all()):
             break
+    success, crashed, pos_err, returns = success.cpu(), crashed.cpu(), pos_err.cpu(), returns.cpu()
+    extra = {k: v.cpu() for k, v in extra.items()}
+    term_sums = {k: v.cpu() for k, v in term_sums.items()}
     k = int(success.sum())
     lo, hi = wilson_interval(k, n)
     ok = ~crashed
@@ -164,7 +168,7 @@ def evaluate(env, policy: Policy, progress: bool = True, record_obs: int = 0) ->
         for i, path in enumerate(traces):
             summary["per_episode"][i].update(trace_position_m=path, trace_dt_s=float(env.task.control_dt))
     if record_obs:
-        summary["recorded_obs"] = torch.cat(recorded).numpy()
+        summary["recorded_obs"] = torch.cat(recorded).cpu().numpy()
     return summary
 
 
@@ -174,7 +178,7 @@ def pipe_policy(proc) -> Policy:
 
     def act(env) -> torch.Tensor:
         info = {k: v for k, v in episode_info(env).items() if v is not None}
-        write_frame(proc.stdin, {**{k: v.numpy() for k, v in env.task.last_raw.items()}, **info})
+        write_frame(proc.stdin, {**{k: v.cpu().numpy() for k, v in env.task.last_raw.items()}, **info})
         reply = read_frame(proc.stdout)
         if reply is None or "error" in reply:
             raise RuntimeError(f"deploy runtime failed: {None if reply is None else reply['error']}")

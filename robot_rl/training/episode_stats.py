@@ -12,15 +12,15 @@ class EpisodeStats:
     (success is defined at an episode's end, so a crash counts as a failure), plus the env's per-term episode
     logs of the current iteration."""
 
-    def __init__(self, num_envs: int):
-        self.ret_sum = torch.zeros(num_envs)
+    def __init__(self, num_envs: int, device: torch.device | str = "cpu"):
+        self.ret_sum = torch.zeros(num_envs, device=device)  # the env's device: no copy of the rewards per step
         self.returns: list[float] = []
         self.success: list[float] = []
         self.logs: list[dict] = []
 
     def record(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict) -> None:
         self.ret_sum += rewards.to(self.ret_sum.device, self.ret_sum.dtype)
-        done_ids = dones.nonzero().flatten().cpu()
+        done_ids = dones.nonzero().flatten()
         if not done_ids.numel():
             return
         self.returns = (self.returns + self.ret_sum[done_ids].tolist())[-200:]

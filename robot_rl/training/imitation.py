@@ -105,18 +105,18 @@ class Buffer:
     head: int = 0
 
     @staticmethod
-    def empty(capacity: int, obs_dim: int, action_dim: int) -> Buffer:
-        return Buffer(torch.zeros(capacity, obs_dim), torch.zeros(capacity, action_dim))
+    def empty(capacity: int, obs_dim: int, action_dim: int, device: torch.device | str = "cpu") -> Buffer:
+        return Buffer(torch.zeros(capacity, obs_dim, device=device), torch.zeros(capacity, action_dim, device=device))
 
     def add(self, obs: torch.Tensor, labels: torch.Tensor) -> None:
         cap = self.obs.shape[0]
-        idx = (self.head + torch.arange(obs.shape[0])) % cap
+        idx = (self.head + torch.arange(obs.shape[0], device=self.obs.device)) % cap
         self.obs[idx], self.labels[idx] = obs, labels
         self.head = int((self.head + obs.shape[0]) % cap)
         self.size = min(cap, self.size + obs.shape[0])
 
     def sample(self, batch: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        idx = torch.randint(0, self.size, (batch,), generator=gen)
+        idx = torch.randint(0, self.size, (batch,), generator=gen, device=gen.device)
         return self.obs[idx], self.labels[idx]
 
 
@@ -144,11 +144,11 @@ def collect_round(env, actor, cfg: DaggerConfig, beta: float, gen: torch.Generat
     with torch.no_grad():
         for _ in range(cfg.steps_per_round):
             label = teacher_actions(env.task, cfg.teacher, env.num_actions)
-            use_teacher = torch.rand(env.num_envs, generator=gen) < beta
+            use_teacher = torch.rand(env.num_envs, generator=gen, device=gen.device) < beta
             mean = mean_action(actor, obs["policy"])
             act = torch.where(use_teacher.unsqueeze(1), label, mean)
             if cfg.exploration_noise:
-                act = act + exploration_std(actor, mean) * torch.randn(act.shape, generator=gen)
+                act = act + exploration_std(actor, mean) * torch.randn(act.shape, generator=gen, device=gen.device)
             obs_rows.append(obs["policy"].clone())
             label_rows.append(label)
             obs, _, dones, extras = env.step(act)
@@ -196,13 +196,13 @@ def run_dagger(env, actor, cfg: DaggerConfig, seed: int = 0, progress: bool = Tr
     fitting, the buffer size, and the success / crash rate of the episodes that ended in the round.
     """
     teacher_actions(env.task, cfg.teacher)  # fail before any rollout on a task without the teacher
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device=env.device).manual_seed(seed)  # draws, buffer and actor on the env's device
     obs_dim, action_dim = env.get_observations()["policy"].shape[1], env.num_actions
     # buffer_size and batch_size count world-steps: with one environment per drone (PerDroneEnv) a world-step
     # is N rows, so the same settings keep and sample the same data as with the team actor
     rows = env.num_envs // env.num_worlds
     capacity = min(cfg.buffer_size * rows, cfg.rounds * cfg.steps_per_round * env.num_envs)  # no memory it cannot use
-    buffer = Buffer.empty(capacity, obs_dim, action_dim)
+    buffer = Buffer.empty(capacity, obs_dim, action_dim, env.device)
     params = [p for p in actor.mlp.parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(params, lr=cfg.learning_rate)
     actor.train()  # the normalizer only updates in training mode

@@ -152,7 +152,9 @@ class PPOTrainer:
         self.writer = writer
         # rsl_rl prints its observation groups and both networks: kept for the run's model.txt, not the terminal
         with contextlib.redirect_stdout(io.StringIO()) as printed:
-            self.alg: PPO = PPO.construct_algorithm(env.get_observations(), env, copy.deepcopy(self.cfg), "cpu")
+            self.alg: PPO = PPO.construct_algorithm(
+                env.get_observations(), env, copy.deepcopy(self.cfg), str(env.device)
+            )
         self.model_summary = printed.getvalue()
         if self.run_dir is not None and self.run_dir.is_dir():
             (self.run_dir / "model.txt").write_text(self.model_summary)
@@ -196,7 +198,9 @@ class PPOTrainer:
         obs = alg.storage.observations.flatten(0, 1)
         with torch.no_grad():
             target = self.anchor(obs)
-        batches = torch.randperm(target.shape[0]).chunk(int(self.cfg["algorithm"]["num_mini_batches"]))
+        batches = torch.randperm(target.shape[0], device=target.device).chunk(
+            int(self.cfg["algorithm"]["num_mini_batches"])
+        )
         total = 0.0
         for idx in batches:
             loss = self.anchor_coef * (alg.actor(obs[idx]) - target[idx]).pow(2).mean()
@@ -268,7 +272,7 @@ class PPOTrainer:
         steps_per_iter = self.cfg["num_steps_per_env"]
         obs = env.get_observations()
         alg.train_mode()
-        episodes = EpisodeStats(env.num_envs)  # NaN means while a resumed run has no iterations left
+        episodes = EpisodeStats(env.num_envs, env.device)  # NaN means while a resumed run has no iterations left
         bar = tqdm(range(self.iteration, iterations), desc="train", disable=not progress, unit="it", dynamic_ncols=True)
         for it in bar:
             t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""MuJoCo Warp (MJWarp): the same MJCF and task code, on warp's CPU device (the GPU half is not built yet, below).
+"""MuJoCo Warp (MJWarp): the same MJCF and task code, on warp's CPU device or a GPU (`backend.device`).
 
 MJWarp computes in float32 and the task code in float64. The tensors a task sees (qpos, qvel, act, ctrl, ... and
 the per-world model fields of expand()) are float64 torch tensors on the backend's device, mirrors of MJWarp's
@@ -6,19 +6,29 @@ arrays: step(), reset() and forward() write the mirrors into MJWarp's arrays fir
 each a device-side copy (on a GPU nothing passes through the host). So results differ from the `mujoco` backend by
 float32 rounding; tests/sim/test_mjwarp_backend.py states the tolerances.
 
+The substeps of a control period are captured once as a warp graph and replayed (`capture_graph`, default on):
+without it a GPU step is launch-bound, and on warp's CPU device replay skips Python's per-kernel launch cost too.
+The first call of each kind (substep count, controls held or scheduled) runs uncaptured, which compiles and loads
+the kernels; the second captures (`capture_s` records how long), and every later one replays. A graph holds the
+addresses of the arrays it reads, so expand() of a new field, which replaces a model array, drops the graphs.
+On a GPU warp launches on its own stream: every warp block waits for the torch work queued before it, and torch
+waits for it after (`_warp_scope`).
+
 A world whose state diverges (not finite, or beyond mjMAXVAL) is reset inside step() and handed to the env by
 take_mujoco_resets(), as mj_step's reset is on the `mujoco` backend. The ToF sensors cast MJWarp's batched rays.
+Camera observations of every world come from MJWarp's batch renderer in one call (render_all); render() draws one
+world with MuJoCo's renderer. The native Crazyflie firmware is a CPU MuJoCo callback: hover tasks run the torch
+firmware on this backend.
 
-Not here yet: the GPU half (the env and tasks keep their tensors on the CPU, so today this runs on warp's CPU
-device), CUDA-graph capture of the substeps (without it a GPU step is launch-bound), the native Crazyflie firmware
-callback (CPU MuJoCo only: hover tasks run the torch firmware on this backend). Camera observations of every world
-come from MJWarp's batch renderer in one call (render_all); render() draws one world with MuJoCo's renderer.
+Measured on warp's CPU device only: no GPU has run this code yet (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
+import time
 
 import mujoco
 import numpy as np
@@ -59,7 +69,9 @@ class MjWarpBackend:
 
     name = "mjwarp"
 
-    def __init__(self, model: mujoco.MjModel, num_worlds: int, nthread: int = 0, device: str = "cpu"):
+    def __init__(
+        self, model: mujoco.MjModel, num_worlds: int, nthread: int = 0, device: str = "cpu", capture_graph: bool = True
+    ):
         wp, mjw = _warp()
         self._wp, self._mjw = wp, mjw
         self.model = model
@@ -82,6 +94,27 @@ class MjWarpBackend:
         self._batch_render = None  # ((camera, width, height, kind), MJWarp's render context, output array)
         # where a batch-rendered ray hits nothing it reads 0; MuJoCo's renderer reads its far plane there
         self._far_plane_m = float(model.vis.map.zfar * model.stat.extent)
+        self.capture_graph = bool(capture_graph)
+        # (substeps, scheduled controls) -> captured graph; kinds run once uncaptured (kernels compiled and loaded)
+        self._graphs: dict[tuple[int, bool], object] = {}
+        self._warmed: set[tuple[int, bool]] = set()
+        self.capture_s: dict[tuple[int, bool], float] = {}  # seconds each capture took (kept out of the steps)
+        self._schedules: dict[int, object] = {}  # substeps -> (substeps, worlds, nu) float32 warp array of controls
+        self._ray_exclude: dict[bytes, object] = {}  # body_exclude -> its warp array, made once
+
+    @contextlib.contextmanager
+    def _warp_scope(self):
+        """warp's calls on the backend's device, ordered after the torch work queued before them and before the
+        torch work queued after (on a GPU, warp launches on its own stream and torch on the current one)."""
+        wp = self._wp
+        with wp.ScopedDevice(self.wp_device):
+            if not self.wp_device.is_cuda:
+                yield
+                return
+            torch_stream = wp.stream_from_torch(torch.cuda.current_stream(self.device))
+            wp.get_stream().wait_stream(torch_stream)
+            yield
+            torch_stream.wait_stream(wp.get_stream())
 
     # -- mirrors -----------------------------------------------------------------------------
     def _push(self) -> None:
@@ -109,11 +142,15 @@ class MjWarpBackend:
                 f"not {tuple(ctrl.shape)}"
             )
         self._push()
-        with self._wp.ScopedDevice(self.wp_device):
-            for k in range(nsubsteps):
-                if ctrl is not None:
-                    self._views["ctrl"].copy_(ctrl[:, k])
-                self._mjw.step(self.m, self.d)
+        scheduled = ctrl is not None
+        if scheduled:
+            if nsubsteps not in self._schedules:
+                with self._warp_scope():
+                    shape = (nsubsteps, self.num_worlds, self.model.nu)
+                    self._schedules[nsubsteps] = self._wp.zeros(shape, dtype=self._wp.float32)
+            self._wp.to_torch(self._schedules[nsubsteps]).copy_(ctrl.transpose(0, 1))
+        with self._warp_scope():
+            self._run_substeps(nsubsteps, scheduled)
         self._pull()
         if not check_divergence:
             return
@@ -127,6 +164,27 @@ class MjWarpBackend:
             self.reset(torch.nonzero(diverged).flatten())
             self.forward()
 
+    def _substeps(self, nsubsteps: int, scheduled: bool) -> None:
+        for k in range(nsubsteps):
+            if scheduled:
+                self._wp.copy(self.d.ctrl, self._schedules[nsubsteps][k])
+            self._mjw.step(self.m, self.d)
+
+    def _run_substeps(self, nsubsteps: int, scheduled: bool) -> None:
+        """The substeps, replayed from a captured graph once this kind has run (see the module docstring)."""
+        key = (nsubsteps, scheduled)
+        if not self.capture_graph or key not in self._warmed:
+            self._warmed.add(key)
+            self._substeps(nsubsteps, scheduled)
+            return
+        if key not in self._graphs:
+            t0 = time.perf_counter()
+            with self._wp.ScopedCapture(device=self.wp_device) as capture:
+                self._substeps(nsubsteps, scheduled)  # recorded, not run
+            self._graphs[key] = capture.graph
+            self.capture_s[key] = time.perf_counter() - t0
+        self._wp.capture_launch(self._graphs[key])
+
     def take_mujoco_resets(self) -> torch.Tensor | None:
         """Worlds reset inside step() because their state diverged since the last call (bool, num_worlds), None
         when there were none; clears the record."""
@@ -137,22 +195,22 @@ class MjWarpBackend:
 
     def reset(self, ids: torch.Tensor | np.ndarray) -> None:
         """The full state of these worlds back to the model's defaults; then write the new state and forward(ids)."""
-        ids = torch.as_tensor(ids, dtype=torch.long).flatten()
+        ids = torch.as_tensor(ids, dtype=torch.long, device=self.device).flatten()
         if ids.numel() == 0:
             return
-        mask = torch.zeros(self.num_worlds, dtype=torch.bool)
+        mask = torch.zeros(self.num_worlds, dtype=torch.bool, device=self.device)
         mask[ids] = True
         self._push()  # the other worlds' pending writes are kept
-        with self._wp.ScopedDevice(self.wp_device):
-            self._mjw.reset_data(self.m, self.d, reset=self._wp.from_torch(mask.to(self.device)))
+        with self._warp_scope():
+            self._mjw.reset_data(self.m, self.d, reset=self._wp.from_torch(mask))
         self._pull()
 
     def forward(self, ids: torch.Tensor | np.ndarray | None = None) -> None:
         """Positions and velocities of every world made current (MJWarp computes all worlds at once)."""
-        if ids is not None and torch.as_tensor(ids).numel() == 0:
+        if ids is not None and len(ids) == 0:
             return
         self._push()
-        with self._wp.ScopedDevice(self.wp_device):
+        with self._warp_scope():
             self._mjw.forward(self.m, self.d)
 
     def derived(self, field: str) -> torch.Tensor:
@@ -165,13 +223,18 @@ class MjWarpBackend:
         """As MujocoBatchBackend.ray. MJWarp casts in every world at once: the other worlds get the rays of the
         first id (their results are dropped); kinematics are computed from the current state first, as mujoco's
         ray does."""
-        wp, ids = self._wp, torch.as_tensor(ids, dtype=torch.long)
+        wp, ids = self._wp, torch.as_tensor(ids, dtype=torch.long, device=self.device)
         nray = pnt.shape[1]
         full_pnt = pnt[:1].expand(self.num_worlds, nray, 3).clone()
         full_vec = vec[:1].expand(self.num_worlds, nray, 3).clone()
         full_pnt[ids], full_vec[ids] = pnt, vec
+        # the torch work done before the warp scope, which orders warp after it on a GPU
+        pnt32, vec32 = full_pnt.to(self.device, torch.float32), full_vec.to(self.device, torch.float32)
+        exclude = np.asarray(body_exclude, dtype=np.int32)
         self._push()
-        with wp.ScopedDevice(self.wp_device):
+        with self._warp_scope():
+            if exclude.tobytes() not in self._ray_exclude:
+                self._ray_exclude[exclude.tobytes()] = wp.array(exclude)
             self._mjw.kinematics(self.m, self.d)
             dist = wp.zeros((self.num_worlds, nray), dtype=wp.float32)
             geom = wp.zeros((self.num_worlds, nray), dtype=wp.int32)
@@ -179,22 +242,22 @@ class MjWarpBackend:
             self._mjw.rays(
                 self.m,
                 self.d,
-                wp.from_torch(full_pnt.to(self.device, torch.float32), dtype=wp.vec3f),
-                wp.from_torch(full_vec.to(self.device, torch.float32), dtype=wp.vec3f),
+                wp.from_torch(pnt32, dtype=wp.vec3f),
+                wp.from_torch(vec32, dtype=wp.vec3f),
                 wp.types.vector(6, wp.float32)(*([-1.0] * 6)),  # no group filter: every geom
                 True,
-                wp.array(np.asarray(body_exclude, dtype=np.int32)),
+                self._ray_exclude[exclude.tobytes()],
                 dist,
                 geom,
                 normal,
             )
-        return wp.to_torch(dist)[ids].to(torch.float64).cpu()
+        return wp.to_torch(dist)[ids].to(torch.float64)
 
     # -- per-world model parameters ---------------------------------------------------------
     def expand(self, field: str) -> torch.Tensor:
         """Writable per-world values of a model field (float64 mirror of a batched MJWarp array)."""
         if field not in self._expanded and not hasattr(self.m, field):  # a field of rendering only (site_rgba)
-            host = torch.as_tensor(np.asarray(getattr(self.model, field)), dtype=torch.float64)
+            host = torch.as_tensor(np.asarray(getattr(self.model, field)), dtype=torch.float64, device=self.device)
             self._expanded[field] = (host.unsqueeze(0).repeat(self.num_worlds, *[1] * host.dim()), None)
             self._pushed_versions[field] = 0
         if field not in self._expanded:
@@ -203,6 +266,7 @@ class MjWarpBackend:
             host = shared.numpy()
             batched = wp.array(np.repeat(host[:1], self.num_worlds, axis=0), dtype=shared.dtype, device=self.wp_device)
             setattr(self.m, field, batched)
+            self._graphs.clear()  # they read the array this one replaces
             view = wp.to_torch(batched)
             mirror = view.to(torch.float64).clone()
             self._expanded[field] = (mirror, view)
@@ -212,7 +276,7 @@ class MjWarpBackend:
     def set_const(self, ids: torch.Tensor | np.ndarray | None = None) -> None:
         """Derived constants of every world recomputed after masses or inertias changed."""
         self._push()
-        with self._wp.ScopedDevice(self.wp_device):
+        with self._warp_scope():
             self._mjw.set_const(self.m, self.d)
         self._pull()
 
@@ -250,7 +314,7 @@ class MjWarpBackend:
         wp, mjw = self._wp, self._mjw
         key = (cam, int(width), int(height), kind)
         if self._batch_render is None or self._batch_render[0] != key:
-            with wp.ScopedDevice(self.wp_device):
+            with self._warp_scope():
                 rc = mjw.create_render_context(
                     self.model,
                     nworld=self.num_worlds,
@@ -263,7 +327,7 @@ class MjWarpBackend:
             self._batch_render = (key, rc, out)
         _, rc, out = self._batch_render
         self._push()
-        with wp.ScopedDevice(self.wp_device):
+        with self._warp_scope():
             mjw.kinematics(self.m, self.d)
             mjw.camlight(self.m, self.d)
             mjw.refit_bvh(self.m, self.d, rc)

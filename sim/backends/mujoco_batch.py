@@ -127,7 +127,7 @@ class MujocoBatchBackend:
         """
         if field in STATE_FIELDS:
             raise ValueError(f"'{field}' is a state field: use backend.{field}")
-        return torch.tensor(self.batch.bind(field))
+        return torch.tensor(self.batch.bind(field), device=self.device)
 
     def ray(self, pnt: torch.Tensor, vec: torch.Tensor, body_exclude: np.ndarray, ids: torch.Tensor) -> torch.Tensor:
         """Distances along rays in worlds ids from their current state: pnt, vec (len(ids), nray, 3) world frame,

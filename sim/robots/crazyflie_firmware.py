@@ -72,35 +72,46 @@ def quat_wxyz_to_rpy_deg(q: torch.Tensor) -> torch.Tensor:
 class CrazyflieFirmware:
     """Batched attitude + rate PID and mixer. State: integrators and last rate errors per world."""
 
-    def __init__(self, num_worlds: int, dt: float, gains: PidGains | None = None, dtype=torch.float64):
+    def __init__(
+        self,
+        num_worlds: int,
+        dt: float,
+        gains: PidGains | None = None,
+        dtype=torch.float64,
+        device: torch.device | str = "cpu",
+    ):
         self.n = num_worlds
         self.dt = dt
         g = gains or PidGains()
         self.gains = g
-        z = lambda k: torch.zeros(num_worlds, k, dtype=dtype)  # noqa: E731
+        z = lambda k: torch.zeros(num_worlds, k, dtype=dtype, device=device)  # noqa: E731
         # per-world gain multipliers (domain randomization): attitude, rate roll/pitch, rate yaw
-        self.gain_scale = torch.ones(num_worlds, 3, dtype=dtype)
-        self.kf_scale = torch.ones(num_worlds, 1, dtype=dtype)
+        self.gain_scale = torch.ones(num_worlds, 3, dtype=dtype, device=device)
+        self.kf_scale = torch.ones(num_worlds, 1, dtype=dtype, device=device)
         self.att_int = z(2)
         self.rate_int = z(3)
         self.rate_prev_err = z(3)
-        self.mix = torch.tensor([MIX_ROLL, MIX_PITCH, MIX_YAW], dtype=dtype)  # (3, 4)
+        self.mix = torch.tensor([MIX_ROLL, MIX_PITCH, MIX_YAW], dtype=dtype, device=device)  # (3, 4)
         # constant gain vectors built once: tensor creation per 500 Hz tick is measurable overhead
-        self.rate_ilimit = torch.tensor([g.rate_rp_ilimit, g.rate_rp_ilimit, g.rate_y_ilimit], dtype=dtype)
-        self.rate_kp = torch.tensor([g.rate_rp_kp, g.rate_rp_kp, g.rate_y_kp], dtype=dtype)
-        self.rate_ki = torch.tensor([g.rate_rp_ki, g.rate_rp_ki, g.rate_y_ki], dtype=dtype)
-        self.rate_kd = torch.tensor([g.rate_rp_kd, g.rate_rp_kd, 0.0], dtype=dtype)
+        self.rate_ilimit = torch.tensor(
+            [g.rate_rp_ilimit, g.rate_rp_ilimit, g.rate_y_ilimit], dtype=dtype, device=device
+        )
+        self.rate_kp = torch.tensor([g.rate_rp_kp, g.rate_rp_kp, g.rate_y_kp], dtype=dtype, device=device)
+        self.rate_ki = torch.tensor([g.rate_rp_ki, g.rate_rp_ki, g.rate_y_ki], dtype=dtype, device=device)
+        self.rate_kd = torch.tensor([g.rate_rp_kd, g.rate_rp_kd, 0.0], dtype=dtype, device=device)
         # For the 500 Hz tick, run between physics substeps, where every torch call costs microseconds whatever
         # its size: constants built once, the mixer with the halving of roll and pitch folded in (exact: entries
         # +-0.5 and +-1), and buffers written in place.
-        self.mix_half = torch.tensor([[0.5 * m for m in MIX_ROLL], [0.5 * m for m in MIX_PITCH], MIX_YAW], dtype=dtype)
+        self.mix_half = torch.tensor(
+            [[0.5 * m for m in MIX_ROLL], [0.5 * m for m in MIX_PITCH], MIX_YAW], dtype=dtype, device=device
+        )
         self._mix_rows = self.mix_half.unbind(0)
-        self._rate_scale_cols = torch.tensor([1, 1, 2])
+        self._rate_scale_cols = torch.tensor([1, 1, 2], device=device)
         self._neg_rate_ilimit = -self.rate_ilimit
-        self._quat_sign2 = torch.tensor([[2.0], [2.0], [2.0], [-2.0]], dtype=dtype)
+        self._quat_sign2 = torch.tensor([[2.0], [2.0], [2.0], [-2.0]], dtype=dtype, device=device)
         self._scale_key = None  # which gain_scale and kf_scale values _rate_scale and _kf were made from
         self._rate_des = z(3)
-        self._att = torch.zeros(2, num_worlds, dtype=dtype)
+        self._att = torch.zeros(2, num_worlds, dtype=dtype, device=device)
 
     def reset(self, ids: torch.Tensor) -> None:
         self.att_int[ids] = 0.0

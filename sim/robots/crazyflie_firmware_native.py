@@ -207,8 +207,8 @@ class NativeFirmware:
         hist = self._ud[:, CMD_HIST : CMD_HIST + 4 * HISTORY].reshape(n, HISTORY, 4)
         assert np.shares_memory(hist, self._ud)
         self.cmd_hist = torch.from_numpy(hist)
-        self.gain_scale = torch.ones(n, 3, dtype=torch.float64)
-        self.kf_scale = torch.ones(n, 1, dtype=torch.float64)
+        self.gain_scale = torch.ones(n, 3, dtype=torch.float64, device=backend.device)
+        self.kf_scale = torch.ones(n, 1, dtype=torch.float64, device=backend.device)
         self._key = None
         self._pack(slice(None))
 

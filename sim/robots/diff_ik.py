@@ -51,8 +51,8 @@ def _dh_transform(a: float, d: float, alpha: float, q: torch.Tensor) -> torch.Te
     return torch.stack([torch.stack(r, dim=-1) for r in rows], dim=-2)
 
 
-def _const_transform(n: int, d: float, yaw: float = 0.0, dtype=torch.float64) -> torch.Tensor:
-    t = torch.eye(4, dtype=dtype)
+def _const_transform(n: int, d: float, yaw: float = 0.0, dtype=torch.float64, device=None) -> torch.Tensor:
+    t = torch.eye(4, dtype=dtype, device=device)
     t[0, 0], t[0, 1], t[1, 0], t[1, 1] = math.cos(yaw), -math.sin(yaw), math.sin(yaw), math.cos(yaw)
     t[2, 3] = d
     return t.expand(n, 4, 4)
@@ -71,14 +71,14 @@ class Kinematics:
 def forward_kinematics(q: torch.Tensor) -> Kinematics:
     """q: (n, 7) joint positions -> frames in the robot base frame."""
     n = q.shape[0]
-    t = torch.eye(4, dtype=q.dtype).expand(n, 4, 4)
+    t = torch.eye(4, dtype=q.dtype, device=q.device).expand(n, 4, 4)
     origins, axes = [], []
     for i, (a, d, alpha) in enumerate(PANDA_DH):
         t = t @ _dh_transform(a, d, alpha, q[:, i])
         origins.append(t[:, :3, 3])
         axes.append(t[:, :3, 2])
-    flange = t @ _const_transform(n, PANDA_FLANGE_D, dtype=q.dtype)
-    tcp = flange @ _const_transform(n, PANDA_TCP_D, PANDA_HAND_YAW, dtype=q.dtype)
+    flange = t @ _const_transform(n, PANDA_FLANGE_D, dtype=q.dtype, device=q.device)
+    tcp = flange @ _const_transform(n, PANDA_TCP_D, PANDA_HAND_YAW, dtype=q.dtype, device=q.device)
     return Kinematics(torch.stack(origins, 1), torch.stack(axes, 1), flange, tcp)
 
 
@@ -106,7 +106,7 @@ def rotation_from_vector(w: torch.Tensor) -> torch.Tensor:
     z = torch.zeros_like(kx)
     kmat = torch.stack([z, -kz, ky, kz, z, -kx, -ky, kx, z], dim=1).reshape(-1, 3, 3)
     s, c = torch.sin(angle)[:, None, None], torch.cos(angle)[:, None, None]
-    eye = torch.eye(3, dtype=w.dtype).expand_as(kmat)
+    eye = torch.eye(3, dtype=w.dtype, device=w.device).expand_as(kmat)
     return eye + s * kmat + (1 - c) * kmat @ kmat
 
 
@@ -148,7 +148,7 @@ def quat_xyzw_from_rotmat(r: torch.Tensor) -> torch.Tensor:
         dim=1,
     )
     diag = torch.stack([tr, m[:, 0, 0], m[:, 1, 1], m[:, 2, 2]], 1)
-    q = cand[torch.arange(len(m)), diag.argmax(dim=1)]
+    q = cand[torch.arange(len(m), device=m.device), diag.argmax(dim=1)]
     q = q / q.norm(dim=1, keepdim=True)
     return q * torch.where(q[:, 3:4] < 0, -1.0, 1.0)
 
@@ -176,9 +176,15 @@ class DiffIK:
     max_target_lead: float = option(0.1, POSITIVE)
 
     def __post_init__(self):
-        self.q_low = torch.tensor(PANDA_Q_LOW, dtype=torch.float64) + self.limit_margin
-        self.q_high = torch.tensor(PANDA_Q_HIGH, dtype=torch.float64) - self.limit_margin
-        self.q_home = torch.tensor(PANDA_Q_HOME, dtype=torch.float64)
+        cpu = torch.device("cpu")  # a task moves them to its backend's device when attached (to_device)
+        self.q_low = torch.tensor(PANDA_Q_LOW, dtype=torch.float64, device=cpu) + self.limit_margin
+        self.q_high = torch.tensor(PANDA_Q_HIGH, dtype=torch.float64, device=cpu) - self.limit_margin
+        self.q_home = torch.tensor(PANDA_Q_HOME, dtype=torch.float64, device=cpu)
+
+    def to_device(self, device: torch.device) -> DiffIK:
+        """Move the joint limits and home pose to `device` (in place; returns self)."""
+        self.q_low, self.q_high, self.q_home = (t.to(device) for t in (self.q_low, self.q_high, self.q_home))
+        return self
 
     def reference(self, q_target: torch.Tensor, q_measured: torch.Tensor) -> torch.Tensor:
         """The configuration the next step starts from: the previous joint target, so that a command
@@ -205,10 +211,10 @@ class DiffIK:
         return torch.maximum(torch.minimum(q + dq, self.q_high), self.q_low)
 
     def _dls(self, q: torch.Tensor, jac: torch.Tensor, err: torch.Tensor) -> torch.Tensor:
-        jjt = jac @ jac.transpose(1, 2) + (self.damping**2) * torch.eye(6, dtype=q.dtype)
+        jjt = jac @ jac.transpose(1, 2) + (self.damping**2) * torch.eye(6, dtype=q.dtype, device=q.device)
         j_pinv = jac.transpose(1, 2) @ torch.linalg.inv(jjt)  # (n, 7, 6)
         dq = (j_pinv @ err).squeeze(2)
-        null = torch.eye(7, dtype=q.dtype) - j_pinv @ jac
+        null = torch.eye(7, dtype=q.dtype, device=q.device) - j_pinv @ jac
         return dq + (null @ (self.null_gain * (self.q_home - q)).unsqueeze(2)).squeeze(2)
 
     def spec(self) -> dict:

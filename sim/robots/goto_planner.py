@@ -74,10 +74,12 @@ def tracking_acceleration(pos, vel, sp_pos, sp_vel, sp_acc, g: TrackingGains) ->
     return sp_acc + g.kp * (sp_pos - pos) + g.kd * (sp_vel - vel)
 
 
-def _mixer_inverse(dtype) -> torch.Tensor:
-    x = torch.tensor([ARM, -ARM, -ARM, ARM], dtype=dtype)
-    y = torch.tensor([-ARM, -ARM, ARM, ARM], dtype=dtype)
-    mix = torch.stack([torch.ones(4, dtype=dtype), y, -x, torch.tensor(TORQUE_RATIO, dtype=dtype)])
+def _mixer_inverse(dtype, device) -> torch.Tensor:
+    x = torch.tensor([ARM, -ARM, -ARM, ARM], dtype=dtype, device=device)
+    y = torch.tensor([-ARM, -ARM, ARM, ARM], dtype=dtype, device=device)
+    mix = torch.stack(
+        [torch.ones(4, dtype=dtype, device=device), y, -x, torch.tensor(TORQUE_RATIO, dtype=dtype, device=device)]
+    )
     return torch.linalg.inv(mix)  # [thrust, tau_x, tau_y, tau_z] -> motor newtons
 
 
@@ -94,8 +96,8 @@ def accel_to_motors(
     Yaw is held at zero. kf_scale: the motors' thrust multiplier if known (1: nominal).
     """
     acc = acc.clamp(-g.max_acc, g.max_acc)
-    force = torch.as_tensor(mass, dtype=acc.dtype).unsqueeze(-1) * (
-        acc + torch.tensor([0.0, 0.0, GRAVITY], dtype=acc.dtype)
+    force = torch.as_tensor(mass, dtype=acc.dtype, device=acc.device).unsqueeze(-1) * (
+        acc + torch.tensor([0.0, 0.0, GRAVITY], dtype=acc.dtype, device=acc.device)
     )
     b3 = force / force.norm(dim=-1, keepdim=True).clamp(min=1e-6)
     b1c = torch.zeros_like(b3)
@@ -108,8 +110,8 @@ def accel_to_motors(
     torque = -g.k_att * e_rot - g.k_rate * omega
     thrust = (force * rot[..., :, 2]).sum(-1, keepdim=True)
     wrench = torch.cat([thrust, torque], dim=-1)
-    motors_n = wrench @ _mixer_inverse(acc.dtype).T
-    kf = torch.as_tensor(kf_scale, dtype=acc.dtype)
+    motors_n = wrench @ _mixer_inverse(acc.dtype, acc.device).T
+    kf = torch.as_tensor(kf_scale, dtype=acc.dtype, device=acc.device)
     kf = kf.unsqueeze(-1) if kf.dim() else kf  # (W, N) -> (W, N, 1)
     return (motors_n / (MOTOR_MAX_N * kf)).clamp(0.0, 1.0)
 

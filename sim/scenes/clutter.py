@@ -131,8 +131,11 @@ class Layout:
     walls: torch.Tensor
 
 
-def sample_layouts(cfg: ClutterConfig, num: int, rng: np.random.Generator) -> Layout:
-    """Draw `num` clutter layouts on the grid (numpy: a reset-time loop over cells, never per step)."""
+def sample_layouts(
+    cfg: ClutterConfig, num: int, rng: np.random.Generator, device: torch.device | str = "cpu"
+) -> Layout:
+    """Draw `num` clutter layouts on the grid (numpy: a reset-time loop over cells, never per step), as tensors
+    on `device`."""
     cols = np.zeros((num, cfg.max_columns, 3))
     walls = np.zeros((num, cfg.max_wall_segments, 5))
     lx, ly = cfg.room[0] / 2, cfg.room[1] / 2
@@ -174,12 +177,15 @@ def sample_layouts(cfg: ClutterConfig, num: int, rng: np.random.Generator) -> La
         for k, idx in enumerate(rng.choice(free, size=n_cols, replace=False)):
             a, b = divmod(int(idx), ny)
             cols[w, k] = [x0 + a * c, y0 + b * c, 1]
-    return Layout(torch.from_numpy(cols), torch.from_numpy(walls))
+    return Layout(torch.from_numpy(cols).to(device), torch.from_numpy(walls).to(device))
 
 
-def gap_wall(cfg: ClutterConfig, gap_x: np.ndarray, gap: float = 0.2, y: float = 0.0) -> Layout:
+def gap_wall(
+    cfg: ClutterConfig, gap_x: np.ndarray, gap: float = 0.2, y: float = 0.0, device: torch.device | str = "cpu"
+) -> Layout:
     """A wall across the whole room at `y` with one opening per entry of gap_x (num worlds, G): `gap` metres
-    wide surface to surface, centred at that x (the gap scenario: each drone's straight path through its own gap).
+    wide surface to surface, centred at that x (the gap scenario: each drone's straight path through its own gap),
+    as tensors on `device`.
 
     The wall is tiled by the model's fixed-length segments (cfg.cell_min): a piece between two gaps must be
     at least that long; the end pieces may run on into the room's side walls.
@@ -206,7 +212,9 @@ def gap_wall(cfg: ClutterConfig, gap_x: np.ndarray, gap: float = 0.2, y: float =
             raise ValueError(f"the gap wall needs {len(centres)} segments, the model has {cfg.max_wall_segments}")
         for k, cx in enumerate(centres):
             walls[w, k] = [cx, y, 0.0, seg / 2, 1]
-    return Layout(torch.zeros(num, cfg.max_columns, 3, dtype=torch.float64), torch.from_numpy(walls))
+    return Layout(
+        torch.zeros(num, cfg.max_columns, 3, dtype=torch.float64, device=device), torch.from_numpy(walls).to(device)
+    )
 
 
 def write_layout(
@@ -234,7 +242,7 @@ def write_layout(
     mocap_quat[ids.unsqueeze(1), wall_m] = torch.stack(
         [torch.cos(yaw / 2), torch.zeros_like(yaw), torch.zeros_like(yaw), torch.sin(yaw / 2)], dim=-1
     )
-    mocap_quat[ids.unsqueeze(1), col_m] = torch.tensor([1.0, 0, 0, 0], dtype=mocap_quat.dtype)
+    mocap_quat[ids.unsqueeze(1), col_m] = torch.tensor([1.0, 0, 0, 0], dtype=mocap_quat.dtype, device=mocap_quat.device)
 
 
 def obstacle_distance(layout: Layout, p: torch.Tensor, wall_thickness: float, column_radius: float):

@@ -90,18 +90,19 @@ class RangeSensors:
         sensors_per_drone: int = 4,
     ):
         self.cfg, self.dt, self.rng = cfg, control_dt, rng
+        self.device = rng.device  # the sensors' tensors live where their generator draws
         self.W, self.N, self.B = num_worlds, len(body_ids), len(cfg.yaw_deg)
-        self.yaw = torch.deg2rad(torch.tensor(cfg.yaw_deg, dtype=torch.float64))
-        self.pitch = torch.deg2rad(torch.tensor(cfg.pitch_deg, dtype=torch.float64))
-        self.group = torch.arange(self.B) * sensors_per_drone // self.B  # beam -> sensor index
+        self.yaw = torch.deg2rad(torch.tensor(cfg.yaw_deg, dtype=torch.float64, device=self.device))
+        self.pitch = torch.deg2rad(torch.tensor(cfg.pitch_deg, dtype=torch.float64, device=self.device))
+        self.group = torch.arange(self.B, device=self.device) * sensors_per_drone // self.B  # beam -> sensor index
         self.sensors_per_drone = sensors_per_drone
         self.body_exclude = np.repeat(np.asarray(body_ids, dtype=np.int32), self.B)  # (N * B,)
-        self.held = torch.full((num_worlds, self.N, self.B), cfg.clip, dtype=torch.float64)
+        self.held = torch.full((num_worlds, self.N, self.B), cfg.clip, dtype=torch.float64, device=self.device)
         self.true_dist = torch.full_like(self.held, math.inf)  # last raw hit distance (inf: no hit), for tests
-        self.time = torch.zeros(num_worlds, dtype=torch.float64)
-        self.next_refresh = torch.zeros(num_worlds, dtype=torch.float64)
+        self.time = torch.zeros(num_worlds, dtype=torch.float64, device=self.device)
+        self.next_refresh = torch.zeros(num_worlds, dtype=torch.float64, device=self.device)
         self.period = 1.0 / cfg.rate_hz
-        mount = torch.deg2rad(torch.tensor(cfg.mount_yaw_deg or cfg.yaw_deg, dtype=torch.float64))
+        mount = torch.deg2rad(torch.tensor(cfg.mount_yaw_deg or cfg.yaw_deg, dtype=torch.float64, device=self.device))
         cp = torch.cos(self.pitch)
         self.mount_offset = cfg.mount_radius * torch.stack(
             [cp * torch.cos(mount), cp * torch.sin(mount), torch.sin(self.pitch)], -1
@@ -117,7 +118,7 @@ class RangeSensors:
         yaw = self.yaw.expand(n, self.N, self.B)
         if self.cfg.yaw_noise_std > 0:
             err = self.cfg.yaw_noise_std * torch.randn(
-                n, self.N, self.sensors_per_drone, generator=self.rng, dtype=torch.float64
+                n, self.N, self.sensors_per_drone, generator=self.rng, dtype=torch.float64, device=self.device
             )
             yaw = yaw + err[:, :, self.group]
         cp = torch.cos(self.pitch)
@@ -133,7 +134,7 @@ class RangeSensors:
             self._refresh(backend, due, pos[due], quat[due])
             # next refresh one period later; the first after a reset gets a random phase in (0, period]
             first = self.next_refresh[due] == 0.0
-            phase = torch.rand(len(due), generator=self.rng, dtype=torch.float64) * self.period
+            phase = torch.rand(len(due), generator=self.rng, dtype=torch.float64, device=self.device) * self.period
             self.next_refresh[due] = self.time[due] + torch.where(first, self.period - phase, self.period)
         if advance:
             self.time += self.dt
@@ -149,11 +150,11 @@ class RangeSensors:
         hit = d >= 0
         self.true_dist[ids] = torch.where(hit, d, math.inf)
         noisy = d + (c.noise_std + c.noise_rel * d.clamp(min=0)) * torch.randn(
-            d.shape, generator=self.rng, dtype=torch.float64
+            d.shape, generator=self.rng, dtype=torch.float64, device=self.device
         )
         valid = hit & (d <= c.max_range)
         if c.dropout_prob > 0:
-            valid &= torch.rand(d.shape, generator=self.rng, dtype=torch.float64) >= c.dropout_prob
+            valid &= torch.rand(d.shape, generator=self.rng, dtype=torch.float64, device=self.device) >= c.dropout_prob
         if c.floor_cm:
             noisy = torch.floor(noisy * 100.0) / 100.0
         self.held[ids] = torch.where(valid, noisy.clamp(0.0, c.clip), c.clip)

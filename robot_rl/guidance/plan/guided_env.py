@@ -74,7 +74,7 @@ class PlanGuidedEnv(EnvWrapper):
         )
         n = task.n
         self.timeout = max(1, int(round(cfg.subgoal_timeout_s / task.control_dt)))
-        self.scale_xyz = task.act_scale[:3].numpy()
+        self.scale_xyz = task.act_scale[:3].cpu().numpy()
         view = task.scene_view()
         self.surface = (view.table_z, view.object_half_height)
         self.tables = PlanTables(task.layouts)

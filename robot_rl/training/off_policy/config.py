@@ -27,7 +27,7 @@ UNIT_OPEN_LOW = Range(0, 1, lo_open=True)  # discounts and Polyak rates: (0, 1]
 @dataclass
 class OffPolicyConfig:
     name: str = option("td3", Choice(("td3", "sac")))
-    device: str = "cpu"  # cpu, cuda, cuda:<n> or mps
+    device: str | None = None  # cpu, cuda, cuda:<n> or mps; None: the env's (backend.device)
     # one iteration = steps_per_iteration env steps (each gives num_worlds transitions); train.iterations is a total
     steps_per_iteration: int = option(16, POS_INT)
     buffer_size: int = option(1_000_000, POS_INT)  # transitions (rounded up to whole env steps of num_worlds)
@@ -87,8 +87,10 @@ class OffPolicyConfig:
                 check_option(f"algo.{f.name}", value, rule)
             elif f.type == "bool" and not isinstance(value, bool):
                 raise ValueError(f"algo.{f.name}={value!r} is out of range: allowed true or false")
-        if not isinstance(self.device, str) or not (self.device == "cpu" or self.device.startswith(("cuda", "mps"))):
-            raise ValueError(f"algo.device={self.device!r} is out of range: allowed cpu, cuda, cuda:<n> or mps")
+        if self.device is not None and (
+            not isinstance(self.device, str) or not (self.device == "cpu" or self.device.startswith(("cuda", "mps")))
+        ):
+            raise ValueError(f"algo.device={self.device!r} is out of range: allowed cpu, cuda, cuda:<n>, mps or null")
         for key in ("actor_hidden_dims", "critic_hidden_dims"):
             if not isinstance(getattr(self, key), (list, tuple)):
                 raise ValueError(f"algo.{key}={getattr(self, key)!r} is out of range: allowed a list of integers")

@@ -90,7 +90,7 @@ class OffPolicyTrainer:
         self.record = task_record(env.task, config_hash)
         self.run_dir = Path(run_dir) if run_dir else None
         self.writer = writer
-        self.device = torch.device(cfg.device)
+        self.device = torch.device(cfg.device) if cfg.device else env.device  # by default where the env's tensors are
         obs = env.get_observations()
         self.asymmetric = cfg.asymmetric and "critic" in obs.keys()
         self.groups = ("policy", "critic") if self.asymmetric else ("policy",)
@@ -250,7 +250,7 @@ class OffPolicyTrainer:
         if self.run_dir is not None and self.cfg.pretrain_updates and self.iteration == 0:
             self._checkpoint("model_0.pt")  # the offline policy, before any env step
         obs = env.get_observations()
-        episodes = EpisodeStats(env.num_envs)
+        episodes = EpisodeStats(env.num_envs, env.device)
         bar = tqdm(range(self.iteration, iterations), desc="train", disable=not progress, unit="it", dynamic_ncols=True)
         for it in bar:
             t0 = time.perf_counter()

@@ -84,10 +84,11 @@ class ArmTask(Task):
         spec = ACTION_SPECS[self.action_mode]
         self.num_actions = len(spec["names"])
         self.action_spec = spec
-        self.act_offset = torch.tensor(spec["offset"], dtype=torch.float64)
-        self.act_scale = torch.tensor(spec["scale"], dtype=torch.float64)
-        self.act_low = torch.tensor(spec["low"], dtype=torch.float64)
-        self.act_high = torch.tensor(spec["high"], dtype=torch.float64)
+        self.device = torch.device("cpu")  # until attach: then the backend's, and these tensors move there
+        self.act_offset = torch.tensor(spec["offset"], dtype=torch.float64, device=self.device)
+        self.act_scale = torch.tensor(spec["scale"], dtype=torch.float64, device=self.device)
+        self.act_low = torch.tensor(spec["low"], dtype=torch.float64, device=self.device)
+        self.act_high = torch.tensor(spec["high"], dtype=torch.float64, device=self.device)
         self.obs_layout = ARM_TERMS + self.obs_terms + [last_action_term(self.num_actions)]
         if self.reward not in ("dense", "sparse"):
             raise ValueError(f"unknown reward '{self.reward}' (dense, sparse; keypoint rewards come from guidance)")
@@ -109,42 +110,49 @@ class ArmTask(Task):
     # -- setup -----------------------------------------------------------------------------------
     def attach(self, backend, cfg, rng: torch.Generator) -> None:
         self.backend, self.cfg, self.rng = backend, cfg, rng
+        self.device = dev = backend.device  # every tensor of the task lives on the backend's device
+        self.act_offset, self.act_scale, self.act_low, self.act_high = (
+            t.to(dev) for t in (self.act_offset, self.act_scale, self.act_low, self.act_high)
+        )
+        self.ik.to_device(dev)
         n = self.n = backend.num_worlds
         self.dr = DR_LEVELS[cfg.randomization]
         if self.sysid:
             self.dr = recentred_level(self.dr, load_fit(self.sysid))
         m = backend.model
         ids = lambda kind, names: [m.__getattribute__(kind)(x).id for x in names]  # noqa: E731
-        self.object_body = torch.tensor(ids("body", [body_name(*o) for o in OBJECTS]))
-        self.object_geom = torch.tensor(ids("geom", [body_name(*o) for o in OBJECTS]))
-        self.finger_geom = torch.tensor(ids("geom", ["left_finger", "right_finger"]))
-        self.bowl_body = torch.tensor(ids("body", [body_name(*b) for b in BOWLS]))
-        self.pad_body = torch.tensor(ids("body", [body_name(*p) for p in PADS]))
+        self.object_body = torch.tensor(ids("body", [body_name(*o) for o in OBJECTS]), device=dev)
+        self.object_geom = torch.tensor(ids("geom", [body_name(*o) for o in OBJECTS]), device=dev)
+        self.finger_geom = torch.tensor(ids("geom", ["left_finger", "right_finger"]), device=dev)
+        self.bowl_body = torch.tensor(ids("body", [body_name(*b) for b in BOWLS]), device=dev)
+        self.pad_body = torch.tensor(ids("body", [body_name(*p) for p in PADS]), device=dev)
         self.target_site = m.site("target").id
         self.body_pos = backend.expand("body_pos")  # bowls and pads move per world
         self.site_pos = backend.expand("site_pos")
         self.site_rgba = backend.expand("site_rgba")
         geoms = torch.cat([self.object_geom, self.finger_geom])
         self.physics = PhysicsRandomization(backend, self.dr, self.object_body, geoms)
-        self.substep_index = torch.arange(self.substeps).unsqueeze(0)  # (1, substeps), against latency
-        self.action = torch.zeros(n, self.num_actions, dtype=torch.float64)
+        self.substep_index = torch.arange(self.substeps, device=dev).unsqueeze(0)  # (1, substeps), against latency
+        self.action = torch.zeros(n, self.num_actions, dtype=torch.float64, device=dev)
         self.prev_action = torch.zeros_like(self.action)
-        self.prev_ctrl = torch.zeros(n, ARM_DOF + 2, dtype=torch.float64)
-        self.rot_ref = torch.eye(3, dtype=torch.float64).repeat(n, 1, 1)  # held orientation (ee_position)
-        self.obj_idx = torch.zeros(n, dtype=torch.long)  # which object the instruction names
-        self.goal_idx = torch.zeros(n, dtype=torch.long)  # which marker colour / pad / bowl
-        self.goal_pos = torch.zeros(n, 3, dtype=torch.float64)
+        self.prev_ctrl = torch.zeros(n, ARM_DOF + 2, dtype=torch.float64, device=dev)
+        self.rot_ref = torch.eye(3, dtype=torch.float64, device=dev).repeat(n, 1, 1)  # held orientation (ee_position)
+        self.obj_idx = torch.zeros(n, dtype=torch.long, device=dev)  # which object the instruction names
+        self.goal_idx = torch.zeros(n, dtype=torch.long, device=dev)  # which marker colour / pad / bowl
+        self.goal_pos = torch.zeros(n, 3, dtype=torch.float64, device=dev)
         self.instructions: list[str] = [""] * n
-        self.good_steps = torch.zeros(n, dtype=torch.long)  # consecutive steps meeting the success test
-        self.dropped = torch.zeros(n, dtype=torch.bool)
+        self.good_steps = torch.zeros(n, dtype=torch.long, device=dev)  # consecutive steps meeting the success test
+        self.dropped = torch.zeros(n, dtype=torch.bool, device=dev)
         self.last_raw: dict[str, torch.Tensor] = {}
-        self.layout_id = torch.full((n,), -1, dtype=torch.long)
+        self.layout_id = torch.full((n,), -1, dtype=torch.long, device=dev)
         self.pool = self._make_pool(self.layouts) if self.layouts > 0 else None
         self.forced_layout: int | None = None  # guidance renders one pooled layout at a time
         self._update_kinematics()
 
     def _make_pool(self, count: int) -> dict[str, torch.Tensor]:
-        return make_pool(count, self.layout_seed, len(self._destinations()), len(TEMPLATES[self.name]))
+        return make_pool(
+            count, self.layout_seed, len(self._destinations()), len(TEMPLATES[self.name]), device=self.device
+        )
 
     def _destinations(self) -> list[tuple[str, str]]:
         return destinations(self.name)
@@ -157,7 +165,7 @@ class ArmTask(Task):
         """A fresh random layout per world, or one drawn from the pool (recorded in layout_id)."""
         if self.pool is None:
             return random_layout(len(ids), self.rng)
-        pick = torch.randint(0, self.layouts, (len(ids),), generator=self.rng)
+        pick = torch.randint(0, self.layouts, (len(ids),), generator=self.rng, device=self.device)
         if self.forced_layout is not None:
             pick[:] = self.forced_layout
         self.layout_id[ids] = pick
@@ -171,7 +179,9 @@ class ArmTask(Task):
         b, k = self.backend, len(ids)
         self.physics.draw(ids, self.rng, latency=self.cfg.action_latency)
         noise = self.dr.get("start_joint_noise", 0.0)
-        q0 = torch.tensor(PANDA_Q_HOME, dtype=torch.float64) + self._uniform(k, -noise, noise, ARM_DOF)
+        q0 = torch.tensor(PANDA_Q_HOME, dtype=torch.float64, device=self.device) + self._uniform(
+            k, -noise, noise, ARM_DOF
+        )
         b.qpos[ids, :ARM_DOF] = q0
         b.qpos[ids, FINGER_QPOS] = FINGER_OPEN
         b.qvel[ids] = 0.0
@@ -210,9 +220,9 @@ class ArmTask(Task):
             self.goal_idx[ids] = self.pool["goal_idx"][pick]
             which = self.pool["template"][pick].tolist()
         else:
-            self.obj_idx[ids] = torch.randint(0, len(OBJECTS), (k,), generator=self.rng)
-            self.goal_idx[ids] = torch.randint(0, len(dest), (k,), generator=self.rng)
-            which = torch.randint(0, len(templates), (k,), generator=self.rng).tolist()
+            self.obj_idx[ids] = torch.randint(0, len(OBJECTS), (k,), generator=self.rng, device=self.device)
+            self.goal_idx[ids] = torch.randint(0, len(dest), (k,), generator=self.rng, device=self.device)
+            which = torch.randint(0, len(templates), (k,), generator=self.rng, device=self.device).tolist()
         for i, t, o, g in zip(
             ids.tolist(), which, self.obj_idx[ids].tolist(), self.goal_idx[ids].tolist(), strict=True
         ):
@@ -232,7 +242,7 @@ class ArmTask(Task):
 
     def identities(self, ids: torch.Tensor | None = None) -> list[dict[str, str]]:
         """Per world: the instruction and the body names it refers to (for reward and guidance code)."""
-        ids = torch.arange(self.n) if ids is None else ids
+        ids = torch.arange(self.n, device=self.device) if ids is None else ids
         return [
             {"instruction": self.instructions[i], **parse_instruction(self.name, self.instructions[i])}
             for i in ids.tolist()
@@ -299,7 +309,7 @@ class ArmTask(Task):
         self.kin = forward_kinematics(b.qpos[:, :ARM_DOF])
         self.tcp_pos = self.kin.tcp[:, :3, 3]
         objs = self._objects()
-        sel = objs[torch.arange(self.n), self.obj_idx]
+        sel = objs[torch.arange(self.n, device=self.device), self.obj_idx]
         self.obj_pos, self.obj_quat = sel[:, :3], sel[:, 3:7]
         self.width = b.qpos[:, FINGER_QPOS].sum(dim=1)
 

@@ -50,7 +50,8 @@ def add_noise(raw: dict[str, torch.Tensor], rng: torch.Generator) -> None:
     """Add the sensors' Gaussian noise (OBS_NOISE_STD) to the raw state in place."""
     for key, std in OBS_NOISE_STD.items():
         if std > 0:
-            raw[key] = raw[key] + std * torch.randn(raw[key].shape, generator=rng, dtype=torch.float64)
+            x = raw[key]
+            raw[key] = x + std * torch.randn(x.shape, generator=rng, dtype=torch.float64, device=x.device)
 
 
 def render_images(backend, camera: str, size: int, kind: str) -> torch.Tensor:

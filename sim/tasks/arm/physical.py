@@ -108,20 +108,21 @@ def write_params(backend, ids, values: Mapping[str, float]) -> None:
     """Write scales into a batch backend's worlds `ids` (per-world model fields), then its derived constants
     (the armature enters the constraint weights set_const computes, as compiling a spec does)."""
     nominal = nominal_values(backend.model)
-    ids = np.asarray(ids, dtype=np.int64)[:, None]
+    dev = backend.device
+    ids = np.asarray(ids.cpu() if isinstance(ids, torch.Tensor) else ids, dtype=np.int64)[:, None]
     dof, act = nominal["dof"][None], nominal["actuator"][None]
     if "damping_scale" in values:
         s = float(values["damping_scale"])
-        backend.expand("dof_damping")[ids, dof] = _t(nominal["damping"] * s)
-        backend.expand("actuator_biasprm")[ids, act, 2] = _t(-nominal["kv"] * s)
+        backend.expand("dof_damping")[ids, dof] = _t(nominal["damping"] * s, dev)
+        backend.expand("actuator_biasprm")[ids, act, 2] = _t(-nominal["kv"] * s, dev)
     if "armature_scale" in values:
-        backend.expand("dof_armature")[ids, dof] = _t(nominal["armature"] * float(values["armature_scale"]))
+        backend.expand("dof_armature")[ids, dof] = _t(nominal["armature"] * float(values["armature_scale"]), dev)
     if "kp_scale" in values:
         kp = nominal["kp"] * float(values["kp_scale"])
-        backend.expand("actuator_gainprm")[ids, act, 0] = _t(kp)
-        backend.expand("actuator_biasprm")[ids, act, 1] = _t(-kp)
+        backend.expand("actuator_gainprm")[ids, act, 0] = _t(kp, dev)
+        backend.expand("actuator_biasprm")[ids, act, 1] = _t(-kp, dev)
     backend.set_const(ids[:, 0])
 
 
-def _t(x: np.ndarray) -> torch.Tensor:
-    return torch.as_tensor(x, dtype=torch.float64)
+def _t(x: np.ndarray, device: torch.device) -> torch.Tensor:
+    return torch.as_tensor(x, dtype=torch.float64, device=device)

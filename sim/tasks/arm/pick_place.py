@@ -42,9 +42,12 @@ class ArmPickPlace(ArmTask):
         wid = ids.unsqueeze(1)
         self.body_pos[wid, self.bowl_body, 0:2] = dest_xy.to(self.body_pos.dtype)
         self.body_pos[wid, self.bowl_body, 2] = TABLE_Z
-        self.body_pos[wid, self.pad_body] = torch.tensor([-1.5, 0.0, -0.5], dtype=self.body_pos.dtype)
-        chosen = dest_xy[torch.arange(len(ids)), self.goal_idx[ids]]
-        self.goal_pos[ids] = torch.cat([chosen, torch.full((len(ids), 1), TABLE_Z + 0.008 + OBJECT_HALF_HEIGHT)], 1)
+        self.body_pos[wid, self.pad_body] = torch.tensor(
+            [-1.5, 0.0, -0.5], dtype=self.body_pos.dtype, device=self.device
+        )
+        chosen = dest_xy[torch.arange(len(ids), device=self.device), self.goal_idx[ids]]
+        z = torch.full((len(ids), 1), TABLE_Z + 0.008 + OBJECT_HALF_HEIGHT, device=self.device)
+        self.goal_pos[ids] = torch.cat([chosen, z], 1)
 
     def goal_error(self) -> torch.Tensor:
         return (self.obj_pos - self.goal_pos).norm(dim=1)
@@ -62,7 +65,7 @@ class ArmPickPlace(ArmTask):
         closing = self.action[:, -1] < 0.0
         grasped = closing & (d_reach < 0.025) & (self.width > 0.035)
         height = ((self.obj_pos[:, 2] - TABLE_Z - OBJECT_HALF_HEIGHT) / 0.1).clamp(0.0, 1.0)
-        above_goal = self.goal_pos + torch.tensor([0.0, 0.0, 0.12], dtype=torch.float64)
+        above_goal = self.goal_pos + torch.tensor([0.0, 0.0, 0.12], dtype=torch.float64, device=self.device)
         lifted = (self.obj_pos[:, 2] > TABLE_Z + 0.05).double()
         inside = self.in_bowl().double()
         return {

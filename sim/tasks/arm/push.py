@@ -56,9 +56,12 @@ class ArmPush(ArmTask):
             self._park_distractors(ids)
         self.body_pos[wid, self.pad_body, 0:2] = dest_xy.to(self.body_pos.dtype)
         self.body_pos[wid, self.pad_body, 2] = TABLE_Z
-        self.body_pos[wid, self.bowl_body] = torch.tensor([-1.5, 0.0, -0.5], dtype=self.body_pos.dtype)
-        chosen = dest_xy[torch.arange(len(ids)), self.goal_idx[ids]]
-        self.goal_pos[ids] = torch.cat([chosen, torch.full((len(ids), 1), TABLE_Z + OBJECT_HALF_HEIGHT)], 1)
+        self.body_pos[wid, self.bowl_body] = torch.tensor(
+            [-1.5, 0.0, -0.5], dtype=self.body_pos.dtype, device=self.device
+        )
+        chosen = dest_xy[torch.arange(len(ids), device=self.device), self.goal_idx[ids]]
+        z = torch.full((len(ids), 1), TABLE_Z + OBJECT_HALF_HEIGHT, device=self.device)
+        self.goal_pos[ids] = torch.cat([chosen, z], 1)
 
     def _pad_ahead(self, ids: torch.Tensor) -> torch.Tensor:
         """Pad places (k, 2, 2) of the short-push variant: the named one ahead of the named object
@@ -70,11 +73,11 @@ class ArmPush(ArmTask):
             u = self.pool["goal_u"][pick, :2]
         else:
             obj_xy = self._objects()[ids, self.obj_idx[ids], :2]
-            u = torch.rand(k, 2, generator=self.rng, dtype=torch.float64)
+            u = torch.rand(k, 2, generator=self.rng, dtype=torch.float64, device=self.device)
         lo, hi = self.push_distance_m
         named = obj_xy + torch.stack([lo + (hi - lo) * u[:, 0], 0.04 * (u[:, 1] - 0.5)], dim=1)
-        dest = torch.tensor([-1.5, 1.0], dtype=torch.float64).repeat(k, 2, 1)
-        dest[torch.arange(k), self.goal_idx[ids]] = named
+        dest = torch.tensor([-1.5, 1.0], dtype=torch.float64, device=self.device).repeat(k, 2, 1)
+        dest[torch.arange(k, device=self.device), self.goal_idx[ids]] = named
         return dest
 
     def _park_distractors(self, ids: torch.Tensor) -> None:
@@ -84,7 +87,7 @@ class ArmPush(ArmTask):
             rows = ids[self.obj_idx[ids] != j]
             base = OBJ_QPOS0 + 7 * j
             b.qpos[rows, base : base + 3] = torch.tensor(
-                [-0.8, 0.3 * j - 0.45, -0.75 + OBJECT_HALF_HEIGHT], dtype=b.qpos.dtype
+                [-0.8, 0.3 * j - 0.45, -0.75 + OBJECT_HALF_HEIGHT], dtype=b.qpos.dtype, device=self.device
             )
 
     def goal_error(self) -> torch.Tensor:

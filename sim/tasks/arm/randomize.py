@@ -30,7 +30,7 @@ DR_LEVELS = {
 
 def uniform(rng: torch.Generator, k: int, lo: float, hi: float, dims: int = 1) -> torch.Tensor:
     """(k, dims) uniform in [lo, hi) (float64)."""
-    return lo + (hi - lo) * torch.rand(k, dims, generator=rng, dtype=torch.float64)
+    return lo + (hi - lo) * torch.rand(k, dims, generator=rng, dtype=torch.float64, device=rng.device)
 
 
 class PhysicsRandomization:
@@ -40,23 +40,24 @@ class PhysicsRandomization:
     def __init__(self, backend, level: dict, object_body: torch.Tensor, gripped_geoms: torch.Tensor):
         m, n = backend.model, backend.num_worlds
         self.backend, self.level = backend, level
+        self.device = dev = backend.device
         self.object_body, self.geoms = object_body, gripped_geoms  # friction: objects and fingers
         self.nominal = {
             "mass": float(m.body_mass[object_body[0]]),
-            "friction": torch.tensor(m.geom_friction[:, 0].copy()),
-            "kp": torch.tensor(m.actuator_gainprm[:ARM_DOF + 2, 0].copy()),
+            "friction": torch.tensor(m.geom_friction[:, 0].copy(), device=dev),
+            "kp": torch.tensor(m.actuator_gainprm[:ARM_DOF + 2, 0].copy(), device=dev),
         }  # fmt: skip
-        self.mass_scale = torch.ones(n, dtype=torch.float64)
-        self.friction_scale = torch.ones(n, dtype=torch.float64)
-        self.kp_scale = torch.ones(n, dtype=torch.float64)
-        self.latency = torch.zeros(n, dtype=torch.long)  # substeps before a new target reaches the servos
+        self.mass_scale = torch.ones(n, dtype=torch.float64, device=dev)
+        self.friction_scale = torch.ones(n, dtype=torch.float64, device=dev)
+        self.kp_scale = torch.ones(n, dtype=torch.float64, device=dev)
+        self.latency = torch.zeros(n, dtype=torch.long, device=dev)  # substeps before a new target reaches the servos
         if level:
             self.mass = backend.expand("body_mass")
             self.friction = backend.expand("geom_friction")
             self.gainprm = backend.expand("actuator_gainprm")
             self.biasprm = backend.expand("actuator_biasprm")
         if "damping" in level or "armature" in level:  # a level centred on a fit
-            self.joints = {k: torch.as_tensor(v) for k, v in nominal_values(m).items()}
+            self.joints = {k: torch.as_tensor(v, device=dev) for k, v in nominal_values(m).items()}
             self.damping = backend.expand("dof_damping")
             self.armature = backend.expand("dof_armature")
 
@@ -73,8 +74,9 @@ class PhysicsRandomization:
         geoms = self.geoms
         self.friction[wid, geoms, 0] = self.nominal["friction"][geoms] * self.friction_scale[ids].unsqueeze(1)
         kp = self.nominal["kp"] * self.kp_scale[ids].unsqueeze(1)  # position servo: gain kp, bias -kp * q
-        self.gainprm[wid, torch.arange(ARM_DOF + 2), 0] = kp
-        self.biasprm[wid, torch.arange(ARM_DOF + 2), 1] = -kp
+        servos = torch.arange(ARM_DOF + 2, device=self.device)
+        self.gainprm[wid, servos, 0] = kp
+        self.biasprm[wid, servos, 1] = -kp
         if "damping" in d:  # the joint's own damping and the servo's kv: one viscous torque (physical.py)
             j, scale = self.joints, uniform(rng, k, *d["damping"])
             self.damping[wid, j["dof"]] = j["damping"] * scale
@@ -84,7 +86,7 @@ class PhysicsRandomization:
             self.armature[wid, j["dof"]] = j["armature"] * uniform(rng, k, *d["armature"])
         if latency:
             lo, hi = d["latency_substeps"]
-            self.latency[ids] = torch.randint(lo, hi + 1, (k,), generator=rng)
+            self.latency[ids] = torch.randint(lo, hi + 1, (k,), generator=rng, device=self.device)
         self.backend.set_const(ids)
 
     def privileged(self) -> list[torch.Tensor]:

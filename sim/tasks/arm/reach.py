@@ -41,23 +41,25 @@ class ArmReach(ArmTask):
 
     def _sample_goal(self, ids: torch.Tensor, dest_xy: torch.Tensor) -> None:
         self._choose(ids, [(c, "marker") for c in MARKERS])
-        lo = torch.tensor(self.target_low, dtype=torch.float64)
-        hi = torch.tensor(self.target_high, dtype=torch.float64)
+        lo = torch.tensor(self.target_low, dtype=torch.float64, device=self.device)
+        hi = torch.tensor(self.target_high, dtype=torch.float64, device=self.device)
         u = self.pool["goal_u"][self.layout_id[ids]] if self.pool is not None else None
         if u is None:
-            u = torch.rand(len(ids), 3, generator=self.rng, dtype=torch.float64)
+            u = torch.rand(len(ids), 3, generator=self.rng, dtype=torch.float64, device=self.device)
         self.goal_pos[ids] = lo + (hi - lo) * u
         self.site_pos[ids, self.target_site] = self.goal_pos[ids]
-        rgba = torch.tensor(list(MARKERS.values()), dtype=torch.float64)
+        rgba = torch.tensor(list(MARKERS.values()), dtype=torch.float64, device=self.device)
         self.site_rgba[ids, self.target_site] = rgba[self.goal_idx[ids]].float().to(self.site_rgba.dtype)
         # bowls and pads are not part of this task: park them beside the table
         self._park(ids)
 
     def _park(self, ids: torch.Tensor) -> None:
         wid = ids.unsqueeze(1)
-        parked = torch.tensor([[-1.5, -1.0, 0.0], [-1.5, 1.0, 0.0]], dtype=torch.float64)
+        parked = torch.tensor([[-1.5, -1.0, 0.0], [-1.5, 1.0, 0.0]], dtype=torch.float64, device=self.device)
         self.body_pos[wid, self.bowl_body] = parked.to(self.body_pos.dtype)
-        self.body_pos[wid, self.pad_body] = parked.to(self.body_pos.dtype) + torch.tensor([0.0, 0.0, -0.5])
+        self.body_pos[wid, self.pad_body] = parked.to(self.body_pos.dtype) + torch.tensor(
+            [0.0, 0.0, -0.5], device=self.device
+        )
 
     def goal_error(self) -> torch.Tensor:
         return (self.tcp_pos - self.goal_pos).norm(dim=1)
@@ -66,11 +68,11 @@ class ArmReach(ArmTask):
         return self.goal_error() < self.success_radius
 
     def terminated(self) -> torch.Tensor:
-        return torch.zeros(self.n, dtype=torch.bool)  # knocked objects do not matter when reaching
+        return torch.zeros(self.n, dtype=torch.bool, device=self.device)  # knocked objects do not matter when reaching
 
     def episode_outcome(self, ids: torch.Tensor, time_outs: torch.Tensor) -> dict[str, torch.Tensor]:
         out = super().episode_outcome(ids, time_outs)
-        out["crash"] = torch.zeros(len(ids), dtype=torch.float64)
+        out["crash"] = torch.zeros(len(ids), dtype=torch.float64, device=self.device)
         hold = max(1, int(round(self.success_hold_s / self.control_dt)))
         out["success"] = (time_outs[ids] & (self.good_steps[ids] >= hold)).double()
         return out

@@ -39,30 +39,37 @@ def random_layout(k: int, rng: torch.Generator) -> tuple[torch.Tensor, torch.Ten
     Slots are 14-20 cm apart with +-2 cm jitter, so a 9.7 cm bowl never overlaps a cube and
     no rejection sampling is needed.
     """
-    jitter = lambda *shape: -0.02 + 0.04 * torch.rand(*shape, generator=rng, dtype=torch.float64)  # noqa: E731
-    ys = torch.tensor([-0.3, -0.1, 0.1, 0.3], dtype=torch.float64)
-    near = torch.stack(torch.meshgrid(torch.tensor([0.36, 0.50], dtype=torch.float64), ys, indexing="ij"), -1)
+    dev = rng.device  # the draws' device is the generator's
+    jitter = lambda *shape: -0.02 + 0.04 * torch.rand(*shape, generator=rng, dtype=torch.float64, device=dev)  # noqa: E731
+    ys = torch.tensor([-0.3, -0.1, 0.1, 0.3], dtype=torch.float64, device=dev)
+    rows = torch.tensor([0.36, 0.50], dtype=torch.float64, device=dev)
+    near = torch.stack(torch.meshgrid(rows, ys, indexing="ij"), -1)
     near = near.reshape(8, 2)
-    pick = torch.argsort(torch.rand(k, 8, generator=rng), dim=1)[:, : len(OBJECTS)]
+    pick = torch.argsort(torch.rand(k, 8, generator=rng, device=dev), dim=1)[:, : len(OBJECTS)]
     obj_xy = near[pick] + jitter(k, len(OBJECTS), 2)
-    far = torch.argsort(torch.rand(k, 4, generator=rng), dim=1)[:, :2]
-    dest_xy = torch.stack([torch.full((k, 2), 0.68, dtype=torch.float64), ys[far]], -1) + jitter(k, 2, 2)
-    yaw = (math.pi / 4) * (2 * torch.rand(k, len(OBJECTS), generator=rng, dtype=torch.float64) - 1)
+    far = torch.argsort(torch.rand(k, 4, generator=rng, device=dev), dim=1)[:, :2]
+    dest_xy = torch.stack([torch.full((k, 2), 0.68, dtype=torch.float64, device=dev), ys[far]], -1) + jitter(k, 2, 2)
+    yaw = (math.pi / 4) * (2 * torch.rand(k, len(OBJECTS), generator=rng, dtype=torch.float64, device=dev) - 1)
     return obj_xy, dest_xy, yaw
 
 
-def make_pool(count: int, seed: int, destinations: int, templates: int) -> dict[str, torch.Tensor]:
+def make_pool(
+    count: int, seed: int, destinations: int, templates: int, device: torch.device | str = "cpu"
+) -> dict[str, torch.Tensor]:
     """`count` layouts drawn from their own seed, so every run (and every guidance cache) sees the same ones:
     the places, which object and destination the instruction names, its template and the reach marker's
-    place in its box (goal_u, uniform in [0, 1)^3)."""
-    rng = torch.Generator().manual_seed(seed)
-    return {
+    place in its box (goal_u, uniform in [0, 1)^3). Drawn on the CPU whatever the device (the same layouts on
+    every device), then moved to `device`."""
+    cpu = torch.device("cpu")
+    rng = torch.Generator(device=cpu).manual_seed(seed)
+    pool = {
         **dict(zip(("obj_xy", "dest_xy", "yaw"), random_layout(count, rng), strict=True)),
-        "obj_idx": torch.randint(0, len(OBJECTS), (count,), generator=rng),
-        "goal_idx": torch.randint(0, destinations, (count,), generator=rng),
-        "template": torch.randint(0, templates, (count,), generator=rng),
-        "goal_u": torch.rand(count, 3, generator=rng, dtype=torch.float64),
+        "obj_idx": torch.randint(0, len(OBJECTS), (count,), generator=rng, device=cpu),
+        "goal_idx": torch.randint(0, destinations, (count,), generator=rng, device=cpu),
+        "template": torch.randint(0, templates, (count,), generator=rng, device=cpu),
+        "goal_u": torch.rand(count, 3, generator=rng, dtype=torch.float64, device=cpu),
     }
+    return {k: v.to(device) for k, v in pool.items()}
 
 
 def object_quaternion(yaw: torch.Tensor) -> torch.Tensor:

@@ -20,9 +20,11 @@ class CrazyflieGoto(CrazyflieHover):
     name = "crazyflie_goto"
 
     def sample_goals(self, ids: torch.Tensor) -> None:
-        lo = torch.tensor(self.goal_low, dtype=torch.float64)
-        hi = torch.tensor(self.goal_high, dtype=torch.float64)
-        self.goal_pos[ids] = lo + (hi - lo) * torch.rand(len(ids), 3, generator=self.rng, dtype=torch.float64)
+        lo = torch.tensor(self.goal_low, dtype=torch.float64, device=self.device)
+        hi = torch.tensor(self.goal_high, dtype=torch.float64, device=self.device)
+        self.goal_pos[ids] = lo + (hi - lo) * torch.rand(
+            len(ids), 3, generator=self.rng, dtype=torch.float64, device=self.device
+        )
 
     def interval_events(self, step: torch.Tensor) -> None:
         super().interval_events(step)

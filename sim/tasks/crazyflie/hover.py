@@ -90,11 +90,7 @@ class CrazyflieHover(Task):
         if self.firmware_impl == "native":  # per-world firmware state lives in MjData.userdata
             self.model_path = native.model_with_userdata(self.model_path)
         self.extent = self.start_half_extent
-        spec = self.action_spec = ACTION_SPECS[self.action_mode]
-        self.act_offset = torch.tensor(spec["offset"], dtype=torch.float64)
-        self.act_scale = torch.tensor(spec["scale"], dtype=torch.float64)
-        self.act_low = torch.tensor(spec["low"], dtype=torch.float64)
-        self.act_high = torch.tensor(spec["high"], dtype=torch.float64)
+        self.action_spec = ACTION_SPECS[self.action_mode]
 
     def on_iteration(self, iteration: int) -> None:
         """Called by the trainer before each learning iteration."""
@@ -105,9 +101,15 @@ class CrazyflieHover(Task):
     # -- setup -----------------------------------------------------------------------------------
     def attach(self, backend, cfg, rng: torch.Generator) -> None:
         self.backend, self.cfg, self.rng = backend, cfg, rng
+        self.device = backend.device  # every tensor of the task lives on the backend's device
         n = backend.num_worlds
         self.n = n
         self.dr = DR_LEVELS[cfg.randomization]
+        spec = self.action_spec
+        self.act_offset = torch.tensor(spec["offset"], dtype=torch.float64, device=self.device)
+        self.act_scale = torch.tensor(spec["scale"], dtype=torch.float64, device=self.device)
+        self.act_low = torch.tensor(spec["low"], dtype=torch.float64, device=self.device)
+        self.act_high = torch.tensor(spec["high"], dtype=torch.float64, device=self.device)
         m = backend.model
         # The teacher's feed-forward: the nominal drone's hover thrust, or the fitted drone's when centred on a
         # fit (its integral action has a bounded reach, and a teacher aiming at the wrong hover teaches a
@@ -124,28 +126,30 @@ class CrazyflieHover(Task):
             # fitted drone from the floor: 0.95 m over the goal with 0.45, 0.16 m with 0.1).
             spread = weight_per_thrust_spread(self.dr, mass / NOMINAL_MASS_KG, self.teacher_mass_kg / mass)
             self.teacher_gains = replace(self.teacher_gains, max_integral_z=max(0.1, 1.5 * spread))
-        self.latency = torch.zeros(n, dtype=torch.long)
+        self.latency = torch.zeros(n, dtype=torch.long, device=self.device)
         self.firmware = self._make_firmware(backend)
         self.native = isinstance(self.firmware, native.NativeFirmware)
-        self.goal_pos = torch.tensor(self.goal, dtype=torch.float64).repeat(n, 1)
-        self.action = torch.zeros(n, 4, dtype=torch.float64)  # current policy action
-        self.prev_action = torch.zeros(n, 4, dtype=torch.float64)
+        self.goal_pos = torch.tensor(self.goal, dtype=torch.float64, device=self.device).repeat(n, 1)
+        self.action = torch.zeros(n, 4, dtype=torch.float64, device=self.device)  # current policy action
+        self.prev_action = torch.zeros(n, 4, dtype=torch.float64, device=self.device)
         # commands still in flight: cmd_hist[:, j] was issued j control steps ago (latency up to 3 steps); the
         # native firmware reads them from userdata, so there cmd_hist is a view of it, written in place
         if self.native:
             self.cmd_hist = self.firmware.cmd_hist
         else:
-            self.cmd_hist = torch.zeros(n, LATENCY_HISTORY, 4, dtype=torch.float64)
-        self.bad_steps_since = torch.zeros(n, dtype=torch.long)  # steps since position error last >= radius
-        self.max_err = torch.zeros(n, dtype=torch.float64)
-        self.crashed = torch.zeros(n, dtype=torch.bool)
-        self.err_int = torch.zeros(n, 3, dtype=torch.float64)
+            self.cmd_hist = torch.zeros(n, LATENCY_HISTORY, 4, dtype=torch.float64, device=self.device)
+        self.bad_steps_since = torch.zeros(
+            n, dtype=torch.long, device=self.device
+        )  # steps since position error last >= radius
+        self.max_err = torch.zeros(n, dtype=torch.float64, device=self.device)
+        self.crashed = torch.zeros(n, dtype=torch.bool, device=self.device)
+        self.err_int = torch.zeros(n, 3, dtype=torch.float64, device=self.device)
         self.last_raw: dict[str, torch.Tensor] = {}
         self.nominal = {
             "mass": float(m.body_mass[1]),
-            "inertia": torch.tensor(m.body_inertia[1].copy()),
+            "inertia": torch.tensor(m.body_inertia[1].copy(), device=self.device),
             "tau": float(m.actuator_dynprm[0, 0]),
-            "gear_sign": torch.tensor(m.actuator_gear[:, 5].copy()).sign(),
+            "gear_sign": torch.tensor(m.actuator_gear[:, 5].copy(), device=self.device).sign(),
         }
         if self.dr:
             self.mass = backend.expand("body_mass")
@@ -161,10 +165,10 @@ class CrazyflieHover(Task):
                 log.warning("crazyflie firmware: model without userdata for the native firmware; running torch")
             elif (lib := native.load()) is not None:  # None: load() has said why
                 return native.NativeFirmware(backend, lib, self.action_mode, self.substeps, self.latency)
-        return CrazyflieFirmware(backend.num_worlds, dt=backend.model.opt.timestep)
+        return CrazyflieFirmware(backend.num_worlds, dt=backend.model.opt.timestep, device=self.device)
 
     def _uniform(self, ids: torch.Tensor, lo: float, hi: float, k: int = 1) -> torch.Tensor:
-        return lo + (hi - lo) * torch.rand(len(ids), k, generator=self.rng, dtype=torch.float64)
+        return lo + (hi - lo) * torch.rand(len(ids), k, generator=self.rng, dtype=torch.float64, device=self.device)
 
     # -- resets ----------------------------------------------------------------------------------
     def _randomize(self, ids: torch.Tensor) -> None:
@@ -179,18 +183,20 @@ class CrazyflieHover(Task):
         self.firmware.gain_scale[ids] = self._uniform(ids, *d["pid_gain"], k=3)
         lo, hi = d["latency_substeps"]
         if self.cfg.action_latency:
-            self.latency[ids] = torch.randint(lo, hi + 1, (len(ids),), generator=self.rng)
+            self.latency[ids] = torch.randint(lo, hi + 1, (len(ids),), generator=self.rng, device=self.device)
         self.backend.set_const(ids)  # only the re-randomized worlds: it costs ~1.6 ms for 1024
 
     def sample_goals(self, ids: torch.Tensor) -> None:
-        self.goal_pos[ids] = torch.tensor(self.goal, dtype=torch.float64)
+        self.goal_pos[ids] = torch.tensor(self.goal, dtype=torch.float64, device=self.device)
 
     def reset_worlds(self, ids: torch.Tensor) -> None:
         b, k = self.backend, len(ids)
         self._randomize(ids)
         self.sample_goals(ids)
         pos = self.goal_pos[ids] + self._uniform(ids, -self.extent, self.extent, 3)
-        ground = (torch.rand(k, generator=self.rng) < self.ground_start_prob) | (pos[:, 2] < REST_Z + 0.05)
+        ground = (torch.rand(k, generator=self.rng, device=self.device) < self.ground_start_prob) | (
+            pos[:, 2] < REST_Z + 0.05
+        )
         pos[:, 2] = torch.where(ground, torch.full_like(pos[:, 2], REST_Z), pos[:, 2])
         # tilt: random horizontal axis, angle up to the limit; yaw uniform
         tilt = torch.deg2rad(self._uniform(ids, 0.0, self.max_start_tilt_deg))[:, 0] * (~ground)
@@ -209,7 +215,7 @@ class CrazyflieHover(Task):
             [torch.cos(yaw / 2), torch.zeros_like(yaw), torch.zeros_like(yaw), torch.sin(yaw / 2)], dim=1
         )
         quat = quat_mul(q_tilt, q_yaw)
-        direction = torch.randn(k, 3, generator=self.rng, dtype=torch.float64)
+        direction = torch.randn(k, 3, generator=self.rng, dtype=torch.float64, device=self.device)
         direction = direction / direction.norm(dim=1, keepdim=True).clamp(min=1e-9)
         speed = self._uniform(ids, 0.0, self.max_start_speed) * (~ground).unsqueeze(1)
         b.qpos[ids, 0:3] = pos
@@ -288,7 +294,7 @@ class CrazyflieHover(Task):
     def interval_events(self, step: torch.Tensor) -> None:
         due = worlds_due(step, self.push_interval_s, self.control_dt, bool(self.cfg.pushes and self.dr))
         if due.numel():
-            kick = torch.randn(len(due), 3, generator=self.rng, dtype=torch.float64)
+            kick = torch.randn(len(due), 3, generator=self.rng, dtype=torch.float64, device=self.device)
             self.backend.qvel[due, 0:3] += self.push_speed * kick / kick.norm(dim=1, keepdim=True).clamp(min=1e-9)
 
     def _update_status(self) -> None:
@@ -321,7 +327,9 @@ class CrazyflieHover(Task):
         }
         if noisy:
             for key, std in OBS_NOISE_STD.items():
-                raw[key] = raw[key] + std * torch.randn(raw[key].shape, generator=self.rng, dtype=torch.float64)
+                raw[key] = raw[key] + std * torch.randn(
+                    raw[key].shape, generator=self.rng, dtype=torch.float64, device=self.device
+                )
         if copy and ids is None:  # indexing with ids copied already, and the noisy sums are new tensors
             for key in ("position", "velocity", "angular_velocity", "goal", "last_action"):
                 if not (noisy and key in OBS_NOISE_STD):

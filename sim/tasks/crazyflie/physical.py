@@ -55,9 +55,10 @@ PARAM_NAMES = tuple(f.name for f in fields(CrazyflieParams))
 
 
 def latency_substeps(latency_s: torch.Tensor | float) -> torch.Tensor:
-    return (
-        torch.round(torch.as_tensor(latency_s, dtype=torch.float64) / SUBSTEP_S).long().clamp(0, MAX_LATENCY_SUBSTEPS)
-    )
+    """Substeps of a latency; on the device of a tensor given, on the CPU for a number."""
+    device = latency_s.device if isinstance(latency_s, torch.Tensor) else "cpu"
+    latency = torch.as_tensor(latency_s, dtype=torch.float64, device=device)
+    return torch.round(latency / SUBSTEP_S).long().clamp(0, MAX_LATENCY_SUBSTEPS)
 
 
 def write_params(task, ids: torch.Tensor, values: Mapping[str, torch.Tensor | float]) -> None:
@@ -67,7 +68,7 @@ def write_params(task, ids: torch.Tensor, values: Mapping[str, torch.Tensor | fl
     k = len(ids)
 
     def col(name: str) -> torch.Tensor:
-        return torch.as_tensor(values[name], dtype=torch.float64).expand(k).clone()
+        return torch.as_tensor(values[name], dtype=torch.float64, device=task.device).expand(k).clone()
 
     if "mass_kg" in values:
         b.expand("body_mass")[ids, 1] = col("mass_kg")

@@ -135,25 +135,28 @@ class CrazyflieSwarm(CbfTeacher, Task):
     # -- setup -----------------------------------------------------------------------------------
     def attach(self, backend, cfg, rng: torch.Generator) -> None:
         self.backend, self.cfg, self.rng = backend, cfg, rng
+        self.device = backend.device  # every tensor of the task lives on the backend's device
         m, W, N = backend.model, backend.num_worlds, self.num_drones
         self.W = W
         names = drone_names(N)
         self.body_ids = [m.body(n).id for n in names]
-        self.qadr = torch.tensor([int(m.jnt_qposadr[m.body_jntadr[b]]) for b in self.body_ids])
-        self.vadr = torch.tensor([int(m.jnt_dofadr[m.body_jntadr[b]]) for b in self.body_ids])
-        self.qidx = self.qadr.unsqueeze(1) + torch.arange(7)  # (N, 7)
-        self.vidx = self.vadr.unsqueeze(1) + torch.arange(6)
+        self.qadr = torch.tensor([int(m.jnt_qposadr[m.body_jntadr[b]]) for b in self.body_ids], device=self.device)
+        self.vadr = torch.tensor([int(m.jnt_dofadr[m.body_jntadr[b]]) for b in self.body_ids], device=self.device)
+        self.qidx = self.qadr.unsqueeze(1) + torch.arange(7, device=self.device)  # (N, 7)
+        self.vidx = self.vadr.unsqueeze(1) + torch.arange(6, device=self.device)
         obstacle_bodies = [f"column{i}" for i in range(self.scene.max_columns)]
         obstacle_bodies += [f"wallseg{i}" for i in range(self.scene.max_wall_segments)]
-        self.obstacle_mocap = torch.tensor([int(m.body_mocapid[m.body(n).id]) for n in obstacle_bodies])
+        self.obstacle_mocap = torch.tensor(
+            [int(m.body_mocapid[m.body(n).id]) for n in obstacle_bodies], device=self.device
+        )
         self.mocap_pos = backend.mocap_pos
         self.mocap_quat = backend.mocap_quat
         self.nominal_mass = float(m.body_mass[self.body_ids[0]])
         self.dr = cfg.randomization != "none"
         if self.dr:
             self.body_mass = backend.expand("body_mass")
-        self.mass = torch.full((W, N), self.nominal_mass, dtype=torch.float64)
-        self.kf_scale = torch.ones(W, N, dtype=torch.float64)
+        self.mass = torch.full((W, N), self.nominal_mass, dtype=torch.float64, device=self.device)
+        self.kf_scale = torch.ones(W, N, dtype=torch.float64, device=self.device)
         self.sensors = RangeSensors(
             self.sensor_cfg,
             W,
@@ -162,34 +165,34 @@ class CrazyflieSwarm(CbfTeacher, Task):
             rng,
             sensors_per_drone=4 if self.tof == "vl53l5cx_row" else 5,
         )
-        z = lambda *s: torch.zeros(W, N, *s, dtype=torch.float64)  # noqa: E731
+        z = lambda *s: torch.zeros(W, N, *s, dtype=torch.float64, device=self.device)  # noqa: E731
         self.layout = Layout(
-            torch.zeros(W, self.scene.max_columns, 3, dtype=torch.float64),
-            torch.zeros(W, self.scene.max_wall_segments, 5, dtype=torch.float64),
+            torch.zeros(W, self.scene.max_columns, 3, dtype=torch.float64, device=self.device),
+            torch.zeros(W, self.scene.max_wall_segments, 5, dtype=torch.float64, device=self.device),
         )
         self.goal = z(3)
-        self.planner = MinJerkGoto(z(3), z(3), torch.ones(W, N, dtype=torch.float64))
-        self.t = torch.zeros(W, dtype=torch.float64)
+        self.planner = MinJerkGoto(z(3), z(3), torch.ones(W, N, dtype=torch.float64, device=self.device))
+        self.t = torch.zeros(W, dtype=torch.float64, device=self.device)
         self.action, self.prev_action = z(4), z(4)
         self.gains = TrackingGains()
         self.cbf = CbfParams()
         # neighbour broadcasts: a ring of past (pos, vel) per drone, the last delivered snapshot
         self.lat_steps = int(round(self.neighbour_latency_s / self.control_dt))
         self.bcast_every = max(1, int(round(1.0 / (self.neighbour_rate_hz * self.control_dt))))
-        self.history = torch.zeros(self.lat_steps + 1, W, N, 6, dtype=torch.float64)
+        self.history = torch.zeros(self.lat_steps + 1, W, N, 6, dtype=torch.float64, device=self.device)
         self.received = z(6)
         # episode statistics
-        self.hold_steps = torch.zeros(W, N, dtype=torch.long)
-        self.reached_t = torch.full((W, N), math.nan, dtype=torch.float64)
-        self.obst_collided = torch.zeros(W, N, dtype=torch.bool)
-        self.neigh_collided = torch.zeros(W, N, dtype=torch.bool)
-        self.crashed = torch.zeros(W, N, dtype=torch.bool)
-        self.in_obst_contact = torch.zeros(W, N, dtype=torch.bool)
-        self.in_neigh_contact = torch.zeros(W, N, dtype=torch.bool)
+        self.hold_steps = torch.zeros(W, N, dtype=torch.long, device=self.device)
+        self.reached_t = torch.full((W, N), math.nan, dtype=torch.float64, device=self.device)
+        self.obst_collided = torch.zeros(W, N, dtype=torch.bool, device=self.device)
+        self.neigh_collided = torch.zeros(W, N, dtype=torch.bool, device=self.device)
+        self.crashed = torch.zeros(W, N, dtype=torch.bool, device=self.device)
+        self.in_obst_contact = torch.zeros(W, N, dtype=torch.bool, device=self.device)
+        self.in_neigh_contact = torch.zeros(W, N, dtype=torch.bool, device=self.device)
         self.speed_sum = z()
         self.speed_steps = z()
-        self.pos_3s_ago = torch.zeros(int(3.0 / self.control_dt), W, N, 3, dtype=torch.float64)
-        self.step_count = torch.zeros(W, dtype=torch.long)
+        self.pos_3s_ago = torch.zeros(int(3.0 / self.control_dt), W, N, 3, dtype=torch.float64, device=self.device)
+        self.step_count = torch.zeros(W, dtype=torch.long, device=self.device)
         self.last_raw: dict[str, torch.Tensor] = {}
         self.scene_counter = 0
 
@@ -216,7 +219,7 @@ class CrazyflieSwarm(CbfTeacher, Task):
             first = HELD_OUT_BASE + self.scene_offset + self.scene_counter
             self.scene_counter += k
             return list(range(first, first + k))
-        return torch.randint(0, HELD_OUT_BASE, (k,), generator=self.rng).tolist()
+        return torch.randint(0, HELD_OUT_BASE, (k,), generator=self.rng, device=self.device).tolist()
 
     def _strip_positions(self, k: int, y_sign: torch.Tensor, gen: np.random.Generator) -> torch.Tensor:
         """N distinct slots 0.5 m apart in the start (or goal) strip of each world, with 5 cm jitter."""
@@ -225,9 +228,9 @@ class CrazyflieSwarm(CbfTeacher, Task):
         ys = np.arange(ly - sm + 0.3, ly - 0.3, 0.5)
         slots = np.stack(np.meshgrid(xs, ys, indexing="ij"), -1).reshape(-1, 2)
         pick = np.stack([gen.choice(len(slots), self.num_drones, replace=False) for _ in range(k)])
-        xy = torch.from_numpy(slots[pick] + gen.uniform(-0.05, 0.05, (k, self.num_drones, 2)))
+        xy = torch.from_numpy(slots[pick] + gen.uniform(-0.05, 0.05, (k, self.num_drones, 2))).to(self.device)
         xy[..., 1] *= y_sign.unsqueeze(1)
-        zc = self.scene.fly_height + torch.from_numpy(gen.uniform(-0.15, 0.15, (k, self.num_drones, 1)))
+        zc = self.scene.fly_height + torch.from_numpy(gen.uniform(-0.15, 0.15, (k, self.num_drones, 1))).to(self.device)
         return torch.cat([xy, zc], dim=-1)
 
     def _gap_scene(self, k: int, gen: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor, Layout]:
@@ -241,9 +244,9 @@ class CrazyflieSwarm(CbfTeacher, Task):
         x = x + gen.uniform(-0.05, 0.05, x.shape)
         y = gen.uniform(ly - sm + 0.3, ly - 0.3, x.shape) * np.where(gen.random(k) < 0.5, -1.0, 1.0)[:, None]
         z = self.scene.fly_height + gen.uniform(-0.15, 0.15, x.shape)
-        start = torch.from_numpy(np.stack([x, y, z], -1))
-        goal = torch.from_numpy(np.stack([x, -y, z], -1))
-        return start, goal, gap_wall(self.scene, x, self.gap_width)
+        start = torch.from_numpy(np.stack([x, y, z], -1)).to(self.device)
+        goal = torch.from_numpy(np.stack([x, -y, z], -1)).to(self.device)
+        return start, goal, gap_wall(self.scene, x, self.gap_width, device=self.device)
 
     def reset_worlds(self, ids: torch.Tensor) -> None:
         b, k, N = self.backend, len(ids), self.num_drones
@@ -254,14 +257,14 @@ class CrazyflieSwarm(CbfTeacher, Task):
             self.layout.columns[ids], self.layout.walls[ids] = lay.columns, lay.walls
         else:
             for w, s in zip(ids.tolist(), scenes, strict=True):  # a reset-time loop over the reset worlds only
-                lay = sample_layouts(self.scene, 1, np.random.default_rng(s))
+                lay = sample_layouts(self.scene, 1, np.random.default_rng(s), device=self.device)
                 self.layout.columns[w], self.layout.walls[w] = lay.columns[0], lay.walls[0]
-            y_sign = torch.from_numpy(np.where(gen.random(k) < 0.5, -1.0, 1.0))
+            y_sign = torch.from_numpy(np.where(gen.random(k) < 0.5, -1.0, 1.0)).to(self.device)
             start = self._strip_positions(k, y_sign, gen)
             goal = self._strip_positions(k, -y_sign, gen)
             if self.gap_fraction > 0 and self.scene_set == "train":  # own draws: the clutter ones stay as they were
                 mix = np.random.default_rng([int(s) for s in scenes] + [11])
-                gap = torch.from_numpy(mix.random(k) < self.gap_fraction)
+                gap = torch.from_numpy(mix.random(k) < self.gap_fraction).to(self.device)
                 if gap.any():
                     start[gap], goal[gap], lay = self._gap_scene(int(gap.sum()), mix)
                     self.layout.columns[ids[gap]], self.layout.walls[ids[gap]] = lay.columns, lay.walls
@@ -275,23 +278,28 @@ class CrazyflieSwarm(CbfTeacher, Task):
         )
         qpos = b.qpos[ids]
         qpos[:, self.qidx[:, 0:3]] = start
-        qpos[:, self.qidx[:, 3:7]] = torch.tensor([1.0, 0, 0, 0], dtype=torch.float64)
+        qpos[:, self.qidx[:, 3:7]] = torch.tensor([1.0, 0, 0, 0], dtype=torch.float64, device=self.device)
         b.qpos[ids] = qpos
         qvel = b.qvel[ids]
         qvel[:, self.vidx] = 0.0
         b.qvel[ids] = qvel
-        speed = (self.speed_mean + self.speed_std * torch.randn(k, N, generator=self.rng, dtype=torch.float64)).clamp(
-            *self.speed_range
-        )
+        speed = (
+            self.speed_mean
+            + self.speed_std * torch.randn(k, N, generator=self.rng, dtype=torch.float64, device=self.device)
+        ).clamp(*self.speed_range)
         self.goal[ids] = goal
         self.planner.replan(ids, start, goal, speed)
         if self.dr:
-            mass = self.nominal_mass * (0.9 + 0.3 * torch.rand(k, N, generator=self.rng, dtype=torch.float64))
+            mass = self.nominal_mass * (
+                0.9 + 0.3 * torch.rand(k, N, generator=self.rng, dtype=torch.float64, device=self.device)
+            )
             self.mass[ids] = mass
             bm = self.body_mass[ids]
             bm[:, self.body_ids] = mass
             self.body_mass[ids] = bm
-            self.kf_scale[ids] = 0.85 + 0.35 * torch.rand(k, N, generator=self.rng, dtype=torch.float64)
+            self.kf_scale[ids] = 0.85 + 0.35 * torch.rand(
+                k, N, generator=self.rng, dtype=torch.float64, device=self.device
+            )
             b.set_const(ids)
         self.t[ids] = 0.0
         self.step_count[ids] = 0
@@ -380,12 +388,12 @@ class CrazyflieSwarm(CbfTeacher, Task):
         """The k nearest neighbours' delayed broadcasts relative to own (W, N, 6): (W, N, k, 6) [dp, dv]."""
         N, k = self.num_drones, self.k_neighbours
         rel = self.received.unsqueeze(1) - own.unsqueeze(2)  # (W, i, j, 6): j's broadcast relative to i
-        dist = rel[..., 0:3].norm(dim=-1) + torch.diag(torch.full((N,), math.inf, dtype=rel.dtype))
+        dist = rel[..., 0:3].norm(dim=-1) + torch.diag(torch.full((N,), math.inf, dtype=rel.dtype, device=rel.device))
         kk = min(k, N - 1)
         idx = torch.topk(dist, kk, dim=-1, largest=False).indices
         nb = torch.gather(rel, 2, idx.unsqueeze(-1).expand(*idx.shape, 6))
         if kk < k:  # pad: neighbours far away and still
-            pad = torch.zeros(*nb.shape[:2], k - kk, 6, dtype=nb.dtype)
+            pad = torch.zeros(*nb.shape[:2], k - kk, 6, dtype=nb.dtype, device=nb.device)
             pad[..., 0:3] = FAR
             nb = torch.cat([nb, pad], 2)
         return nb
@@ -404,14 +412,16 @@ class CrazyflieSwarm(CbfTeacher, Task):
         raw = dict(self.last_raw)
         if self.cfg.obs_noise:
             for key, std in OBS_NOISE_STD.items():
-                raw[key] = raw[key] + std * torch.randn(raw[key].shape, generator=self.rng, dtype=torch.float64)
+                raw[key] = raw[key] + std * torch.randn(
+                    raw[key].shape, generator=self.rng, dtype=torch.float64, device=self.device
+                )
         policy = self._per_drone_obs(raw).reshape(self.W, -1).float()
         critic = [self._per_drone_obs(self.last_raw).reshape(self.W, -1)]
         critic.append(self.min_obst_clipped().reshape(self.W, -1))  # privileged: true clearances
         return {"policy": policy, "critic": torch.cat(critic, -1).float()}
 
     def min_obst_clipped(self) -> torch.Tensor:
-        return getattr(self, "min_obst", torch.full((self.W, self.num_drones), 2.0)).clamp(max=2.0)
+        return getattr(self, "min_obst", torch.full((self.W, self.num_drones), 2.0, device=self.device)).clamp(max=2.0)
 
     def reward_terms(self) -> dict[str, torch.Tensor]:
         w, p = self.rewards, self.pos

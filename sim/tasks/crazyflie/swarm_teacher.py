@@ -60,14 +60,16 @@ class CbfTeacher:
         dist, normal = obstacle_distance(self.layout, p, self.scene.wall_thickness, self.scene.column_diameter / 2)
         lx, ly = self.scene.room[0] / 2, self.scene.room[1] / 2
         room_d = torch.stack([lx - p[..., 0], p[..., 0] + lx, ly - p[..., 1], p[..., 1] + ly], dim=-1)
-        room_n = torch.tensor([[-1.0, 0], [1, 0], [0, -1], [0, 1]], dtype=p.dtype).expand(*p.shape[:2], 4, 2)
+        room_n = torch.tensor([[-1.0, 0], [1, 0], [0, -1], [0, 1]], dtype=p.dtype, device=p.device).expand(
+            *p.shape[:2], 4, 2
+        )
         return torch.cat([dist, room_d], -1), torch.cat([normal, room_n], 2)
 
     def neighbour_geometry(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """True centre distances (W, N, N) (inf on the diagonal), unit vectors from j to i, and v_i - v_j."""
         p, v = self.pos, self.vel
         dp = p.unsqueeze(2) - p.unsqueeze(1)
-        d = dp.norm(dim=-1) + torch.diag(torch.full((self.num_drones,), math.inf, dtype=p.dtype))
+        d = dp.norm(dim=-1) + torch.diag(torch.full((self.num_drones,), math.inf, dtype=p.dtype, device=p.device))
         return d, dp / d.clamp(min=1e-9).unsqueeze(-1), v.unsqueeze(2) - v.unsqueeze(1)
 
     def safe_command(self) -> torch.Tensor:

@@ -114,7 +114,7 @@ def ground_height(height_map: torch.Tensor, xy: torch.Tensor, radius: float = 0.
     r = int(round(radius / TERRAIN_SPACING))
     col = (xy[:, 0] / TERRAIN_SPACING).round().long()
     row = (xy[:, 1] / TERRAIN_SPACING).round().long()
-    off = torch.arange(-r, r + 1)
+    off = torch.arange(-r, r + 1, device=xy.device)
     rows = (row[:, None, None] + off[None, :, None]).clamp(0, height_map.shape[0] - 1)
     cols = (col[:, None, None] + off[None, None, :]).clamp(0, height_map.shape[1] - 1)
     return height_map[rows, cols].flatten(1).amax(dim=1)
@@ -134,5 +134,5 @@ def next_levels(
     down = (walked < 0.5 * commanded) & ~up
     level = level + up.long() - down.long()
     wrap = level >= levels
-    level[wrap] = torch.randint(0, levels, (int(wrap.sum()),), generator=rng)
+    level[wrap] = torch.randint(0, levels, (int(wrap.sum()),), generator=rng, device=level.device)
     return level.clamp(min=0)

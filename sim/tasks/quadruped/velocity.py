@@ -99,10 +99,11 @@ class QuadrupedVelocity(Task):
             "low": list(JOINT_LOW),
             "high": list(JOINT_HIGH),
         }
-        self.act_offset = torch.tensor(DEFAULT_JOINT_POS, dtype=torch.float64)
-        self.act_scale = torch.tensor(scale, dtype=torch.float64)
-        self.act_low = torch.tensor(JOINT_LOW, dtype=torch.float64)
-        self.act_high = torch.tensor(JOINT_HIGH, dtype=torch.float64)
+        self.device = dev = torch.device("cpu")  # until attach: then the backend's, and these tensors move there
+        self.act_offset = torch.tensor(DEFAULT_JOINT_POS, dtype=torch.float64, device=dev)
+        self.act_scale = torch.tensor(scale, dtype=torch.float64, device=dev)
+        self.act_low = torch.tensor(JOINT_LOW, dtype=torch.float64, device=dev)
+        self.act_high = torch.tensor(JOINT_HIGH, dtype=torch.float64, device=dev)
         span = self.act_high - self.act_low
         self.soft_low, self.soft_high = self.act_low + 0.05 * span, self.act_high - 0.05 * span  # 90% soft limits
         self.obs_layout = obs_layout(self.observe_lin_vel)
@@ -147,6 +148,11 @@ class QuadrupedVelocity(Task):
     # -- setup -----------------------------------------------------------------------------------
     def attach(self, backend, cfg, rng: torch.Generator) -> None:
         self.backend, self.cfg, self.rng = backend, cfg, rng
+        self.device = dev = backend.device  # every tensor of the task lives on the backend's device
+        moved = (self.act_offset, self.act_scale, self.act_low, self.act_high, self.soft_low, self.soft_high)
+        self.act_offset, self.act_scale, self.act_low, self.act_high, self.soft_low, self.soft_high = (
+            t.to(dev) for t in moved
+        )
         n = self.n = backend.num_worlds
         self.dr = DR_LEVELS[cfg.randomization]
         if self.sysid:
@@ -161,41 +167,45 @@ class QuadrupedVelocity(Task):
         self.nominal = {"mass": float(m.body_mass[self.trunk]), "friction": float(m.geom_friction[0, 0])}
         self.gainprm = backend.expand("actuator_gainprm")
         self.biasprm = backend.expand("actuator_biasprm")
-        self.friction_world = torch.ones(n, dtype=torch.float64)
-        self.added_mass = torch.zeros(n, dtype=torch.float64)
-        self.strength = torch.ones(n, 12, dtype=torch.float64)
-        self.apply_strength(torch.arange(n))
+        self.friction_world = torch.ones(n, dtype=torch.float64, device=dev)
+        self.added_mass = torch.zeros(n, dtype=torch.float64, device=dev)
+        self.strength = torch.ones(n, 12, dtype=torch.float64, device=dev)
+        self.apply_strength(torch.arange(n, device=dev))
         if self.dr:
             self.mass = backend.expand("body_mass")
             self.friction = backend.expand("geom_friction")
-        self.latency = torch.zeros(n, dtype=torch.long)
-        self.substep_index = torch.arange(self.substeps).unsqueeze(0)  # (1, substeps), against latency
-        self.action = torch.zeros(n, 12, dtype=torch.float64)
+        self.latency = torch.zeros(n, dtype=torch.long, device=dev)
+        self.substep_index = torch.arange(self.substeps, device=dev).unsqueeze(0)  # (1, substeps), against latency
+        self.action = torch.zeros(n, 12, dtype=torch.float64, device=dev)
         self.prev_action = torch.zeros_like(self.action)
         self.target = self.act_offset.repeat(n, 1)  # joint targets the servos hold
-        self.command = torch.zeros(n, 3, dtype=torch.float64)
-        self.last_qvel = torch.zeros(n, 12, dtype=torch.float64)
-        self.air_time = torch.zeros(n, 4, dtype=torch.float64)
-        self.last_contact = torch.zeros(n, 4, dtype=torch.bool)
-        self.fell = torch.zeros(n, dtype=torch.bool)
-        self.steps = torch.zeros(n, dtype=torch.long)
-        self.since_command = torch.zeros(n, dtype=torch.long)
-        self.err_sums = torch.zeros(n, 3, dtype=torch.float64)  # lin vel error, yaw rate error, counted steps
-        self.drift = torch.zeros(n, 2, dtype=torch.float64)  # world-frame displacement error, m
-        self.pos_err = torch.zeros(n, dtype=torch.float64)
-        self.spawn = torch.zeros(n, 3, dtype=torch.float64)
-        self.cmd_distance = torch.zeros(n, dtype=torch.float64)  # commanded planar distance this episode
-        self.walked = torch.zeros(n, dtype=torch.float64)  # planar distance from the spawn point
-        self.level = torch.zeros(n, dtype=torch.long)
-        self.tile_type = torch.zeros(n, dtype=torch.long)
+        self.command = torch.zeros(n, 3, dtype=torch.float64, device=dev)
+        self.last_qvel = torch.zeros(n, 12, dtype=torch.float64, device=dev)
+        self.air_time = torch.zeros(n, 4, dtype=torch.float64, device=dev)
+        self.last_contact = torch.zeros(n, 4, dtype=torch.bool, device=dev)
+        self.fell = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.steps = torch.zeros(n, dtype=torch.long, device=dev)
+        self.since_command = torch.zeros(n, dtype=torch.long, device=dev)
+        self.err_sums = torch.zeros(
+            n, 3, dtype=torch.float64, device=dev
+        )  # lin vel error, yaw rate error, counted steps
+        self.drift = torch.zeros(n, 2, dtype=torch.float64, device=dev)  # world-frame displacement error, m
+        self.pos_err = torch.zeros(n, dtype=torch.float64, device=dev)
+        self.spawn = torch.zeros(n, 3, dtype=torch.float64, device=dev)
+        self.cmd_distance = torch.zeros(n, dtype=torch.float64, device=dev)  # commanded planar distance this episode
+        self.walked = torch.zeros(n, dtype=torch.float64, device=dev)  # planar distance from the spawn point
+        self.level = torch.zeros(n, dtype=torch.long, device=dev)
+        self.tile_type = torch.zeros(n, dtype=torch.long, device=dev)
         if self.heights is not None:
-            self.height_map = torch.from_numpy(self.heights)
+            self.height_map = torch.as_tensor(self.heights, device=dev)
             hi = min(self.max_init_level, self.terrain_levels - 1)
-            self.level = torch.randint(0, hi + 1, (n,), generator=rng)
-        self.contacts = torch.zeros(n, 17, dtype=torch.float64)
-        self.down = torch.tensor([0.0, 0.0, -1.0], dtype=torch.float64).expand(n, 3)  # gravity's direction, world
-        self.touchdown = torch.zeros(n, 4, dtype=torch.bool)
-        self.step_air_time = torch.zeros(n, 4, dtype=torch.float64)
+            self.level = torch.randint(0, hi + 1, (n,), generator=rng, device=dev)
+        self.contacts = torch.zeros(n, 17, dtype=torch.float64, device=dev)
+        self.down = torch.tensor([0.0, 0.0, -1.0], dtype=torch.float64, device=dev).expand(
+            n, 3
+        )  # gravity's direction, world
+        self.touchdown = torch.zeros(n, 4, dtype=torch.bool, device=dev)
+        self.step_air_time = torch.zeros(n, 4, dtype=torch.float64, device=dev)
         self.last_raw: dict[str, torch.Tensor] = {}
 
     def apply_strength(self, ids: torch.Tensor) -> None:
@@ -207,7 +217,7 @@ class QuadrupedVelocity(Task):
         self.biasprm[ids, :, 2] = -kd.to(self.biasprm.dtype)
 
     def _uniform(self, k: int, lo: float, hi: float, *shape: int) -> torch.Tensor:
-        return lo + (hi - lo) * torch.rand(k, *shape, generator=self.rng, dtype=torch.float64)
+        return lo + (hi - lo) * torch.rand(k, *shape, generator=self.rng, dtype=torch.float64, device=self.device)
 
     # -- resets ----------------------------------------------------------------------------------
     def _randomize(self, ids: torch.Tensor) -> None:
@@ -222,7 +232,7 @@ class QuadrupedVelocity(Task):
         self.apply_strength(ids)
         if self.cfg.action_latency:
             lo, hi = d["latency_substeps"]
-            self.latency[ids] = torch.randint(lo, hi + 1, (k,), generator=self.rng)
+            self.latency[ids] = torch.randint(lo, hi + 1, (k,), generator=self.rng, device=self.device)
         self.backend.set_const(ids)  # masses changed
 
     def sample_commands(self, ids: torch.Tensor) -> None:
@@ -249,8 +259,8 @@ class QuadrupedVelocity(Task):
     def _spawn_points(self, ids: torch.Tensor) -> torch.Tensor:
         k = len(ids)
         if self.heights is None:
-            return torch.zeros(k, 3, dtype=torch.float64)
-        self.tile_type[ids] = torch.randint(0, len(TERRAIN_TYPES), (k,), generator=self.rng)
+            return torch.zeros(k, 3, dtype=torch.float64, device=self.device)
+        self.tile_type[ids] = torch.randint(0, len(TERRAIN_TYPES), (k,), generator=self.rng, device=self.device)
         xy = torch.stack([self.level[ids], self.tile_type[ids]], dim=1).double()
         xy = TERRAIN_BORDER + (xy + 0.5) * self.terrain_tile_m + self._uniform(k, -0.8, 0.8, 2)
         return torch.cat([xy, ground_height(self.height_map, xy).unsqueeze(1)], dim=1)
@@ -402,7 +412,7 @@ class QuadrupedVelocity(Task):
             "base_linear_velocity": to_body(b.qvel[sel, 0:3], rot),
             "angular_velocity": b.qvel[sel, 3:6].clone(),
             "quaternion": quat,
-            "gravity_direction": torch.tensor([0.0, 0.0, -1.0], dtype=torch.float64).repeat(k, 1),
+            "gravity_direction": torch.tensor([0.0, 0.0, -1.0], dtype=torch.float64, device=self.device).repeat(k, 1),
             "command": self.command[sel].clone(),
             "joint_position": b.qpos[sel, 7:].clone(),
             "default_joint_position": self.act_offset.repeat(k, 1),
@@ -411,7 +421,8 @@ class QuadrupedVelocity(Task):
         }
         if noisy:
             for key, std in OBS_NOISE_STD.items():
-                raw[key] = raw[key] + std * torch.randn(raw[key].shape, generator=self.rng, dtype=torch.float64)
+                noise = torch.randn(raw[key].shape, generator=self.rng, dtype=torch.float64, device=self.device)
+                raw[key] = raw[key] + std * noise
         return raw
 
     def _refresh_raw(self, ids: torch.Tensor | None, rot: torch.Tensor | None = None) -> None:
