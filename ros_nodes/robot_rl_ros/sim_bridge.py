@@ -13,7 +13,7 @@ from collections import deque
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import Twist
+from geometry_msgs.msg import PointStamped, Twist
 from nav_msgs.msg import Odometry
 from std_srvs.srv import Empty
 
@@ -22,7 +22,7 @@ from robot_rl_ros.commander import gated_subscription
 from robot_rl_ros.crazyflie_commander import CommanderEmulator
 from robot_rl_ros.msgs import raw_to_odometry, twist_to_rpyt
 from robot_rl_ros.params import declare
-from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase
+from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase, schedule_param, scheduled
 from robot_rl_ros.sim_bridge_base import physical_params as physical_params_json
 from robot_rl_ros.spin import node_main
 
@@ -41,6 +41,11 @@ PARAMS = {
     # A "real" robot for sim-to-real tests: physical parameters that differ from the model's, as JSON
     # (e.g. '{"mass_kg": 0.031, "motor_tau_s": 0.08}', names in sim.tasks.crazyflie.physical); '' : none.
     "physical_params": "",
+    # An operator's goals for SITL: x, y, z of each in turn (flat), each held goal_hold_s of simulated time, published
+    # on `goal` with each state, before the odometry (stamped with the current step): a policy acting on odometry
+    # then has each goal from the step a log gives it. [0.0]: none (a goal comes from elsewhere).
+    "goals": [0.0],
+    "goal_hold_s": 2.0,
 }
 
 
@@ -69,6 +74,8 @@ class SimBridge(SimBridgeBase):
         self.rng = np.random.default_rng(p["seed"])
         self.fw = CommanderEmulator()
         self.delay: deque = deque(maxlen=max(1, int(p["latency_steps"]) + 1))
+        self.goal_schedule = schedule_param(p["goals"], "goals (x, y, z of each goal)")
+        self.goal_pub = self.create_publisher(PointStamped, "goal", qos.SENSOR) if len(self.goal_schedule) else None
         self.state_pub = self.odom_pub = self.create_publisher(Odometry, "odom", qos.SENSOR)
         self.command_gate = gated_subscription(self, Twist, "cmd_vel_legacy", self._on_cmd, p["commander"], qos.COMMAND)
         self.create_service(Empty, "emergency", self._on_emergency)
@@ -93,6 +100,12 @@ class SimBridge(SimBridgeBase):
             self.get_logger().error(f"simulated crash at t={self.sim.time:.2f} s")
 
     def publish_state(self, stamp: Time) -> None:
+        if self.goal_pub is not None:
+            goal = PointStamped()
+            goal.header.stamp, goal.header.frame_id = stamp, self.p["frame_id"]
+            x, y, z = scheduled(self.goal_schedule, self.sim.time, self.p["goal_hold_s"])
+            goal.point.x, goal.point.y, goal.point.z = float(x), float(y), float(z)
+            self.goal_pub.publish(goal)
         raw = {k: np.asarray(v, dtype=np.float64).copy() for k, v in self.sim.state().items()}
         if self.p["position_noise_m"] > 0:
             raw["position"] += self.rng.normal(0.0, self.p["position_noise_m"], 3)

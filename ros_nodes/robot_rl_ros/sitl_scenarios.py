@@ -281,15 +281,17 @@ def fly_recorded(
     """Fly a bundle in lock-step SITL through a sequence of goals (excitation for system identification) with the
     recorder writing every topic to `out` (MCAP). physical_params: the sim bridge's hidden parameters (JSON).
     The recorder starts first and the bridge holds time until it and the nodes read odometry, so the log begins
-    with the drone at rest. Returns the flight summary and the recorder's topic counts."""
+    with the drone at rest. The bridge publishes the goal in effect with each state, before the odometry the policy
+    acts on: one command per step, each goal from the step the log gives it, however loaded the machine. Returns
+    the flight summary and the recorder's topic counts."""
     goals = [tuple(float(x) for x in g) for g in goals]
     nodes = {
-        "policy": ("policy_node", {"bundle": str(bundle_dir), "goal": list(goals[0])}),
+        "policy": ("policy_node", {"bundle": str(bundle_dir), "goal": list(goals[0]), "act_on": "odom"}),
         "safety": ("safety_node", {"bundle": str(bundle_dir)}),
     }
-    bridge = {"physical_params": physical_params, **(sim or {})}
-    return _recorded(namespace, "crazyflie", out, seconds, goals, "goal", goal_hold_s, nodes, "cmd_vel_legacy",
-                     ("sim_bridge", bridge))  # fmt: skip
+    flat = [x for g in goals for x in g]
+    bridge = {"physical_params": physical_params, "goals": flat, "goal_hold_s": float(goal_hold_s), **(sim or {})}
+    return _recorded(namespace, "crazyflie", out, seconds, nodes, "cmd_vel_legacy", ("sim_bridge", bridge))
 
 
 # Reach targets (m, base frame, inside the reach task's box) the arm moves through, held 2 s each: every joint
@@ -322,7 +324,7 @@ def reach_recorded(
     flat = [x for g in targets for x in g]
     bridge = {"physical_params": physical_params, "target": list(targets[0]), "targets": flat,
               "target_hold_s": float(target_hold_s), **(sim or {})}  # fmt: skip
-    return _recorded(namespace, "arm", out, seconds, None, "", 0.0, nodes, "forward_position_controller/commands",
+    return _recorded(namespace, "arm", out, seconds, nodes, "forward_position_controller/commands",
                      ("arm_sim_bridge", bridge))  # fmt: skip
 
 
@@ -344,7 +346,7 @@ def pick_place_recorded(
     }
     bridge = {"physical_params": physical_params, "scene": "arm_pick_place", "layout": int(layout),
               "publish_target": False, **(sim or {})}  # fmt: skip
-    return _recorded(namespace, "arm", out, seconds, None, "", 0.0, nodes, "forward_position_controller/commands",
+    return _recorded(namespace, "arm", out, seconds, nodes, "forward_position_controller/commands",
                      ("arm_sim_bridge", bridge))  # fmt: skip
 
 
@@ -379,8 +381,7 @@ def walk_recorded(
     flat = [x for c in commands for x in c]
     bridge = {"physical_params": physical_params, "start_after_subscribers": 3, "commands": flat,
               "command_hold_s": float(command_hold_s), **(sim or {})}  # fmt: skip
-    return _recorded(namespace, "quadruped", out, seconds, None, "", 0.0, nodes, "joint_commands",
-                     ("quadruped_sim_bridge", bridge))  # fmt: skip
+    return _recorded(namespace, "quadruped", out, seconds, nodes, "joint_commands", ("quadruped_sim_bridge", bridge))
 
 
 def _recorded(
@@ -388,50 +389,19 @@ def _recorded(
     robot: str,
     out: str,
     seconds: float,
-    setpoints: list | None,
-    setpoint_topic: str,
-    hold_s: float,
     nodes: dict,
     command_topic: str,
     bridge: tuple[str, dict],
 ) -> dict:
-    """A lock-step SITL run with the recorder on: recorder first, then an Observer publishing the setpoint in
-    effect (each held hold_s of robot time; none when setpoints is None) as PointStamped on setpoint_topic, the
-    nodes (name -> (module, params)), and once the recorder reads the command topics the bridge (module, params),
-    which holds time until the policy, the safety node, the observer and the recorder read its state."""
-    from geometry_msgs.msg import PointStamped
-    from rclpy.clock import Clock, ClockType
-
-    from robot_rl_ros import qos
-
+    """A lock-step SITL run with the recorder on: recorder first, then an Observer, the nodes (name -> (module,
+    params)), and once the recorder reads the command topics the bridge (module, params), which holds time until the
+    policy, the safety node, the observer and the recorder read its state. Setpoints (goals, targets, velocity
+    commands) come from the bridge with each state, on simulated time."""
     with SitlGraph(namespace, lockstep=True) as graph:
         graph.start("recorder", "recorder", {"output": str(out), "use_sim_time": False})
         obs = Observer(namespace, graph.domain_id, use_sim_time=True, robot=robot)
         try:
             _wait_for_log(graph, "recorder", "recording all topics", 60.0, obs)
-            if setpoints:
-                pub = obs.node.create_publisher(PointStamped, setpoint_topic, qos.SENSOR)
-                t_first: list[float] = []
-                last_stamp = [-1]
-
-                def send_setpoint() -> None:
-                    # A wall timer, stamped on simulated time: once per simulated instant, as a repeated stamp
-                    # is an out-of-order message to the policy node.
-                    now = obs.node.get_clock().now()
-                    if now.nanoseconds <= last_stamp[0]:
-                        return
-                    last_stamp[0] = now.nanoseconds
-                    i = 0
-                    if obs.states:
-                        if not t_first:
-                            t_first.append(obs.states[0][0])
-                        i = min(len(setpoints) - 1, int((obs.states[-1][0] - t_first[0]) // hold_s))
-                    m = PointStamped()
-                    m.header.stamp = now.to_msg()
-                    m.point.x, m.point.y, m.point.z = setpoints[i]
-                    pub.publish(m)
-
-                obs.node.create_timer(0.02, send_setpoint, clock=Clock(clock_type=ClockType.STEADY_TIME))
             for name, (module, params) in nodes.items():
                 graph.start(name, module, params)
             topics = [f"/{namespace}/{command_topic}", f"/{namespace}/policy/action", "/diagnostics"]

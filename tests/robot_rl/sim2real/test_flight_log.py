@@ -37,9 +37,10 @@ def test_log_aligns_states_and_commands(perturbed_flight):
     used = {tuple(row) for row in np.round(log.commands[log.commanded], 9)}
     assert used <= sent_rpyt  # nothing invented
     # a command is in effect for no step only when a newer one came before the next state (the report counts
-    # those); on a loaded machine a few percent are, never most
+    # those). The policy acts on each odometry message, so nearly every step has one command: measured 4-6 of
+    # ~1,000 superseded, beside two busy loops too (33-49 when the policy acted on a timer of simulated time)
     assert len(sent_rpyt) - len(used) <= log.report.superseded, (len(used), len(sent_rpyt), log.report.superseded)
-    assert log.report.superseded <= 0.2 * len(sent), log.report.superseded
+    assert log.report.superseded <= 0.02 * len(sent), log.report.superseded
     assert f"({log.report.superseded} superseded within a state step)" in "\n".join(log.report.lines())
 
 
