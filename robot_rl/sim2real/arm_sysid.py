@@ -59,6 +59,15 @@ class SysidResult(FitResult):
         return ArmParams(**{k: e.value for k, e in self.estimates.items()})
 
 
+# The arm's systematic half width (mjspec_fit.SYSTEMATIC_HALF_WIDTH is 0.5%). Every informative window of a reach
+# log has a servo at its torque limit, and where it leaves the limit implicitfast's implicit damping switches, so
+# the physics step of the switch moves with the parameters and the cost jumps: on a noise-free SITL log (2026-12-06)
+# the residual is exactly 0 at the truth and ~200 at 0.1% from it, and the fit's smooth trend beneath the jumps
+# bottoms out 1.0-1.1% off (damping 1.4848, armature 1.3142, kp 0.7923 for 1.5, 1.3, 0.8), at every secant scale.
+# The noisy test log fits 1.3% off in armature. 2% covers those; chosen after seeing them.
+SYSTEMATIC_HALF_WIDTH = 0.02
+
+
 def arm_spec() -> mujoco.MjSpec:
     """The arm's scene as the fit simulates it: the free objects removed (their places are not in the log)."""
     spec = mujoco.MjSpec.from_file(str(MODEL_PATH))
@@ -168,7 +177,7 @@ def fit_arm(
     )
     fit = mjspec_fit.scan_and_fit(
         parameter_dict(spec), residual_function(seqs), FITTED, [START_GRID] * len(FITTED), opts.max_iters, progress,
-        shooting,
+        shooting, SYSTEMATIC_HALF_WIDTH,
     )  # fmt: skip
     return fit.result(SysidResult, dict.fromkeys(FITTED, 1.0), windows)
 

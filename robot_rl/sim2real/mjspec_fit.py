@@ -228,11 +228,12 @@ class ScanFit:
 
 def scan_and_fit(
     initial, residual_fn: Callable, names: Sequence[str], grid: Sequence[np.ndarray], max_iters: int,
-    progress: Callable[[str], None], shooting: Shooting | None = None,
+    progress: Callable[[str], None], shooting: Shooting | None = None, systematic: float | None = None,
 ) -> ScanFit:  # fmt: skip
     """Least squares from the best point of the scan grid (one axis of start values per parameter, in `names`
     order), then secant Gauss-Newton with the windows' initial states profiled out (when `shooting` is given),
-    with intervals."""
+    with intervals (the statistical half widths and `systematic`, a fraction of each value, in quadrature;
+    SYSTEMATIC_HALF_WIDTH when None)."""
     from mujoco import sysid
 
     def cost(pd) -> float:
@@ -255,17 +256,18 @@ def scan_and_fit(
     values = {n: float(opt[n].value[0]) for n in names}
     progress("fitted " + ", ".join(f"{n} {v:.4g}" for n, v in values.items()))
     covariance, half = intervals(residual_fn, opt, initial_state_bases(shooting, opt) if shooting else None)
-    half = np.hypot(half, SYSTEMATIC_HALF_WIDTH * np.abs(opt.as_vector()))
+    systematic = SYSTEMATIC_HALF_WIDTH if systematic is None else systematic
+    half = np.hypot(half, systematic * np.abs(opt.as_vector()))
     return ScanFit(
         values, half, covariance, cost_nominal, cost(opt), list(result.extras.get("objective", [])),
         list(result.extras.get("candidate", [])), initial, opt,
     )  # fmt: skip
 
 
-# Added in quadrature to every statistical half width, as a fraction of the value: the simulated "robots" of the
-# tests are not exactly the fit's model (a noise-free SITL arm log fits 0.1% off the truth, lock-step timing and all),
-# while the statistical intervals of a long log narrow to +-0.02% (quadruped motor strength, 0.03% off). The size is
-# a choice made after seeing those runs; a real robot's mismatch is larger, and shows in the residuals' spread.
+# Added in quadrature to every statistical half width, as a fraction of the value (a robot's fit may give its own):
+# the simulated "robots" of the tests are not exactly the fit's model, while the statistical intervals of a long log
+# narrow to +-0.02% (quadruped motor strength, 0.03% off). The size is a choice made after seeing those runs; a real
+# robot's mismatch is larger, and shows in the residuals' spread.
 SYSTEMATIC_HALF_WIDTH = 0.005
 SECANT_STEPS = (0.03, 0.01, 0.003, 0.001)  # relative central-difference steps of secant_gauss_newton, widest first
 INTERVAL_STEPS = (0.01, 0.003, 0.001)  # those of the intervals, the first the covariance's
