@@ -90,7 +90,24 @@ def load_config(overrides: list[str]) -> DictConfig:
     cfg = _compose(overrides)
     _check_keys(cfg, str(cfg.task.name))
     check_ranges(cfg)
+    _check_backend_device(cfg.backend)
     return cfg
+
+
+def _check_backend_device(backend: DictConfig) -> None:
+    """backend.device is one this backend steps on and torch can use here (before a run directory exists)."""
+    device = str(backend.get("device", "cpu"))
+    if device == "cpu":
+        return
+    if backend.name == "mujoco":
+        raise ConfigError(
+            f"backend.device={device}: backend=mujoco steps on the CPU (GPU physics: backend=mjwarp "
+            f"backend.device={device})"
+        )
+    from robot_rl.devices import unavailable  # torch, only for a device other than the CPU
+
+    if unavailable(device):
+        raise ConfigError(f"backend.device={device}: {unavailable(device)}")
 
 
 def _plain_if_present(override: str, base: DictConfig) -> str:

@@ -33,11 +33,6 @@ def make_env(
     except (TypeError, ValueError, OmegaConfBaseException) as e:
         raise ConfigError(f"task {t.name}: {e}") from None
     device = str(cfg.backend.get("device", "cpu"))
-    if cfg.backend.name == "mujoco" and device != "cpu":
-        raise ConfigError(
-            f"backend.device={device}: backend=mujoco steps on the CPU "
-            f"(GPU physics: backend=mjwarp backend.device={device})"
-        )
     pick = lambda v, default: default if v is None else v  # noqa: E731
     env_cfg = EnvConfig(
         num_worlds=int(pick(num_worlds, t.num_worlds)),

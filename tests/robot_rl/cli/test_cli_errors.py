@@ -37,6 +37,24 @@ def test_wrong_type_in_override(tmp_path):
     assert_one_line_error(p, "train.iterations", "int")
 
 
+@pytest.mark.parametrize(
+    ("overrides", "needles"),
+    [
+        (["backend.device=cuda"], ["backend.device=cuda", "backend=mujoco steps on the CPU"]),
+        (["backend=mjwarp", "backend.device=cuda:1"], ["backend.device=cuda:1", "torch sees"]),
+        (["algo=td3", "algo.device=cuda"], ["algo.device=cuda", "torch sees"]),
+        (["backend=mjwarp", "backend.device=gpu"], ["backend.device", "cuda"]),
+    ],
+)
+def test_a_device_this_machine_or_backend_cannot_use(tmp_path, overrides, needles):
+    """Refused before a run directory exists (this machine's torch is CPU-only: see requirements/constraints.txt)."""
+    if torch.cuda.is_available() and "torch sees" in needles:
+        pytest.skip("a CUDA device is visible here")
+    p = run_cli("train", *overrides, "task.num_worlds=4", f"runs_root={tmp_path}")
+    assert_one_line_error(p, *needles)
+    assert not any(tmp_path.iterdir())
+
+
 def test_unknown_command():
     assert_one_line_error(run_cli("fly"), "unknown command")
 
