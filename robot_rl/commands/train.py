@@ -166,7 +166,7 @@ def train_one(cfg: DictConfig, overrides: list[str] = ()) -> Path:
 
     check_algo(OmegaConf.to_container(cfg.algo, resolve=True))
     ranks = torchrun_ranks(cfg)
-    distributed.start(ranks)
+    distributed.start(ranks, distributed.rank_device(str(cfg.backend.device), ranks))
     try:
         return _train_one(cfg, list(overrides), ranks)
     finally:
@@ -216,6 +216,8 @@ def _train_one(cfg: DictConfig, overrides: list[str], ranks) -> Path:
             distributed.share_from_main(str(run_dir))
     seed = int(cfg.seed) + ranks.rank  # each rank its own worlds and noise; the networks come from rank 0
     seed_everything(seed)
+    # each rank's own GPU (the saved config keeps `cuda`); the env, its task and the learner follow it
+    cfg.backend.device = distributed.rank_device(str(cfg.backend.device), ranks)
     env = make_env(cfg, seed=seed, final_observation=needs_final_observation(cfg.algo.name))
     used = attach_guidance(cfg, env, run_dir if main else None)
     if main and used != read_meta(run_dir).get("guidance"):  # what was used, not what was asked for

@@ -52,6 +52,12 @@ def ranks_from_env(environ: dict | None = None) -> Ranks:
     return Ranks(rank, local, world)
 
 
+def rank_device(device: str, ranks: Ranks) -> str:
+    """The device this rank steps and learns on: `cuda` (no index) in a run across ranks is the rank's own GPU,
+    cuda:<LOCAL_RANK>, as torchrun lays out one process per GPU; any other device as named."""
+    return f"cuda:{ranks.local_rank}" if device == "cuda" and ranks.distributed else device
+
+
 def start(ranks: Ranks, device: str = "cpu") -> None:
     """Join the process group torchrun describes (MASTER_ADDR/MASTER_PORT): NCCL for CUDA, gloo otherwise."""
     if ranks.distributed and not dist.is_initialized():

@@ -107,6 +107,15 @@ def test_ranks_come_from_torchruns_variables():
             ranks_from_env(bad)
 
 
+def test_each_rank_of_a_gpu_run_takes_its_own_gpu():
+    from robot_rl.training.distributed import Ranks, rank_device
+
+    assert [rank_device("cuda", Ranks(r, r, 2)) for r in (0, 1)] == ["cuda:0", "cuda:1"]
+    assert rank_device("cuda", Ranks(3, 1, 4)) == "cuda:1"  # the second GPU of the second machine
+    assert rank_device("cuda:2", Ranks(1, 1, 2)) == "cuda:2" and rank_device("cpu", Ranks(1, 1, 2)) == "cpu"
+    assert rank_device("cuda", Ranks()) == "cuda"
+
+
 def test_what_a_torchrun_run_cannot_do_is_refused_before_anything_starts(tmp_path, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "0")
