@@ -138,9 +138,8 @@ class CrazyflieHover(Task):
             self.cmd_hist = self.firmware.cmd_hist
         else:
             self.cmd_hist = torch.zeros(n, LATENCY_HISTORY, 4, dtype=torch.float64, device=self.device)
-        self.bad_steps_since = torch.zeros(
-            n, dtype=torch.long, device=self.device
-        )  # steps since position error last >= radius
+        # steps since the position error was last >= the radius
+        self.bad_steps_since = torch.zeros(n, dtype=torch.long, device=self.device)
         self.max_err = torch.zeros(n, dtype=torch.float64, device=self.device)
         self.crashed = torch.zeros(n, dtype=torch.bool, device=self.device)
         self.err_int = torch.zeros(n, 3, dtype=torch.float64, device=self.device)

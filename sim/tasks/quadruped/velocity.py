@@ -186,9 +186,8 @@ class QuadrupedVelocity(Task):
         self.fell = torch.zeros(n, dtype=torch.bool, device=dev)
         self.steps = torch.zeros(n, dtype=torch.long, device=dev)
         self.since_command = torch.zeros(n, dtype=torch.long, device=dev)
-        self.err_sums = torch.zeros(
-            n, 3, dtype=torch.float64, device=dev
-        )  # lin vel error, yaw rate error, counted steps
+        # lin vel error, yaw rate error, counted steps
+        self.err_sums = torch.zeros(n, 3, dtype=torch.float64, device=dev)
         self.drift = torch.zeros(n, 2, dtype=torch.float64, device=dev)  # world-frame displacement error, m
         self.pos_err = torch.zeros(n, dtype=torch.float64, device=dev)
         self.spawn = torch.zeros(n, 3, dtype=torch.float64, device=dev)
@@ -201,9 +200,8 @@ class QuadrupedVelocity(Task):
             hi = min(self.max_init_level, self.terrain_levels - 1)
             self.level = torch.randint(0, hi + 1, (n,), generator=rng, device=dev)
         self.contacts = torch.zeros(n, 17, dtype=torch.float64, device=dev)
-        self.down = torch.tensor([0.0, 0.0, -1.0], dtype=torch.float64, device=dev).expand(
-            n, 3
-        )  # gravity's direction, world
+        # gravity's direction, world
+        self.down = torch.tensor([0.0, 0.0, -1.0], dtype=torch.float64, device=dev).expand(n, 3)
         self.touchdown = torch.zeros(n, 4, dtype=torch.bool, device=dev)
         self.step_air_time = torch.zeros(n, 4, dtype=torch.float64, device=dev)
         self.last_raw: dict[str, torch.Tensor] = {}
