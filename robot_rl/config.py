@@ -106,8 +106,8 @@ def _check_backend_device(backend: DictConfig) -> None:
         )
     from robot_rl.devices import unavailable  # torch, only for a device other than the CPU
 
-    if unavailable(device):
-        raise ConfigError(f"backend.device={device}: {unavailable(device)}")
+    if why := unavailable(device):
+        raise ConfigError(f"backend.device={device}: {why}")
 
 
 def _plain_if_present(override: str, base: DictConfig) -> str:

@@ -201,6 +201,13 @@ def period_end_residual(substeps: int, columns: Callable[[np.ndarray, mujoco.MjM
     return modify
 
 
+# Added in quadrature to every statistical half width, as a fraction of the value (a robot's fit may give its own):
+# the simulated "robots" of the tests are not exactly the fit's model, while the statistical intervals of a long log
+# narrow to +-0.02% (quadruped motor strength, 0.03% off). The size is a choice made after seeing those runs; a real
+# robot's mismatch is larger, and shows in the residuals' spread.
+SYSTEMATIC_HALF_WIDTH = 0.005
+
+
 @dataclass
 class ScanFit:
     values: dict[str, float]
@@ -228,12 +235,11 @@ class ScanFit:
 
 def scan_and_fit(
     initial, residual_fn: Callable, names: Sequence[str], grid: Sequence[np.ndarray], max_iters: int,
-    progress: Callable[[str], None], shooting: Shooting | None = None, systematic: float | None = None,
+    progress: Callable[[str], None], shooting: Shooting | None = None, systematic: float = SYSTEMATIC_HALF_WIDTH,
 ) -> ScanFit:  # fmt: skip
     """Least squares from the best point of the scan grid (one axis of start values per parameter, in `names`
     order), then secant Gauss-Newton with the windows' initial states profiled out (when `shooting` is given),
-    with intervals (the statistical half widths and `systematic`, a fraction of each value, in quadrature;
-    SYSTEMATIC_HALF_WIDTH when None)."""
+    with intervals (the statistical half widths and `systematic`, a fraction of each value, in quadrature)."""
     from mujoco import sysid
 
     def cost(pd) -> float:
@@ -256,7 +262,6 @@ def scan_and_fit(
     values = {n: float(opt[n].value[0]) for n in names}
     progress("fitted " + ", ".join(f"{n} {v:.4g}" for n, v in values.items()))
     covariance, half = intervals(residual_fn, opt, initial_state_bases(shooting, opt) if shooting else None)
-    systematic = SYSTEMATIC_HALF_WIDTH if systematic is None else systematic
     half = np.hypot(half, systematic * np.abs(opt.as_vector()))
     return ScanFit(
         values, half, covariance, cost_nominal, cost(opt), list(result.extras.get("objective", [])),
@@ -264,11 +269,6 @@ def scan_and_fit(
     )  # fmt: skip
 
 
-# Added in quadrature to every statistical half width, as a fraction of the value (a robot's fit may give its own):
-# the simulated "robots" of the tests are not exactly the fit's model, while the statistical intervals of a long log
-# narrow to +-0.02% (quadruped motor strength, 0.03% off). The size is a choice made after seeing those runs; a real
-# robot's mismatch is larger, and shows in the residuals' spread.
-SYSTEMATIC_HALF_WIDTH = 0.005
 SECANT_STEPS = (0.03, 0.01, 0.003, 0.001)  # relative central-difference steps of secant_gauss_newton, widest first
 INTERVAL_STEPS = (0.01, 0.003, 0.001)  # those of the intervals, the first the covariance's
 

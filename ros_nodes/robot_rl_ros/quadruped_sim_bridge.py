@@ -23,7 +23,7 @@ from robot_rl_ros import qos
 from robot_rl_ros.commander import gated_subscription
 from robot_rl_ros.msgs import LEG_JOINT_NAMES, joint_state
 from robot_rl_ros.params import declare
-from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase, schedule_param, scheduled
+from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase, schedule_param, scheduled_point
 from robot_rl_ros.sim_bridge_base import physical_params as physical_params_json
 from robot_rl_ros.spin import node_main
 
@@ -113,11 +113,8 @@ class QuadrupedSimBridge(SimBridgeBase):
 
     def publish_state(self, stamp: Time) -> None:
         if self.velocity_command_pub is not None:
-            c = PointStamped()
-            c.header.stamp = stamp
-            command = scheduled(self.command_schedule, self.sim.time, self.p["command_hold_s"])
-            c.point.x, c.point.y, c.point.z = (float(x) for x in command)
-            self.velocity_command_pub.publish(c)
+            command = scheduled_point(self.command_schedule, self.sim.time, self.p["command_hold_s"], stamp)
+            self.velocity_command_pub.publish(command)
         st = self.sim.state()
         q, dq = st["joint_position"], st["joint_velocity"]
         if self.p["position_noise_rad"] > 0:

@@ -22,7 +22,7 @@ from robot_rl_ros.commander import gated_subscription
 from robot_rl_ros.crazyflie_commander import CommanderEmulator
 from robot_rl_ros.msgs import raw_to_odometry, twist_to_rpyt
 from robot_rl_ros.params import declare
-from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase, schedule_param, scheduled
+from robot_rl_ros.sim_bridge_base import BASE_PARAMS, SimBridgeBase, schedule_param, scheduled_point
 from robot_rl_ros.sim_bridge_base import physical_params as physical_params_json
 from robot_rl_ros.spin import node_main
 
@@ -101,11 +101,8 @@ class SimBridge(SimBridgeBase):
 
     def publish_state(self, stamp: Time) -> None:
         if self.goal_pub is not None:
-            goal = PointStamped()
-            goal.header.stamp, goal.header.frame_id = stamp, self.p["frame_id"]
-            x, y, z = scheduled(self.goal_schedule, self.sim.time, self.p["goal_hold_s"])
-            goal.point.x, goal.point.y, goal.point.z = float(x), float(y), float(z)
-            self.goal_pub.publish(goal)
+            hold_s, frame = self.p["goal_hold_s"], self.p["frame_id"]
+            self.goal_pub.publish(scheduled_point(self.goal_schedule, self.sim.time, hold_s, stamp, frame))
         raw = {k: np.asarray(v, dtype=np.float64).copy() for k, v in self.sim.state().items()}
         if self.p["position_noise_m"] > 0:
             raw["position"] += self.rng.normal(0.0, self.p["position_noise_m"], 3)

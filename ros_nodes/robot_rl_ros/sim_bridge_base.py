@@ -19,6 +19,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 from builtin_interfaces.msg import Time
+from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 
@@ -65,6 +66,15 @@ def schedule_param(values: list[float], what: str) -> np.ndarray:
 def scheduled(schedule: np.ndarray, sim_time_s: float, hold_s: float) -> np.ndarray:
     """The row of a schedule in effect at simulated time sim_time_s, each row held hold_s, then the last."""
     return schedule[min(len(schedule) - 1, int(sim_time_s / hold_s + 1e-9))]
+
+
+def scheduled_point(schedule: np.ndarray, sim_time_s: float, hold_s: float, stamp: Time, frame_id: str = ""):
+    """The schedule's row in effect (scheduled) as a PointStamped of the step stamped `stamp`: an operator's setpoint
+    that a bridge publishes with each state."""
+    msg = PointStamped()
+    msg.header.stamp, msg.header.frame_id = stamp, frame_id
+    msg.point.x, msg.point.y, msg.point.z = (float(x) for x in scheduled(schedule, sim_time_s, hold_s))
+    return msg
 
 
 class SimBridgeBase(Node, ABC):

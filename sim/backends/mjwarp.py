@@ -231,10 +231,11 @@ class MjWarpBackend:
         # the torch work done before the warp scope, which orders warp after it on a GPU
         pnt32, vec32 = full_pnt.to(self.device, torch.float32), full_vec.to(self.device, torch.float32)
         exclude = np.asarray(body_exclude, dtype=np.int32)
+        key = exclude.tobytes()
         self._push()
         with self._warp_scope():
-            if exclude.tobytes() not in self._ray_exclude:
-                self._ray_exclude[exclude.tobytes()] = wp.array(exclude)
+            if key not in self._ray_exclude:
+                self._ray_exclude[key] = wp.array(exclude)
             self._mjw.kinematics(self.m, self.d)
             dist = wp.zeros((self.num_worlds, nray), dtype=wp.float32)
             geom = wp.zeros((self.num_worlds, nray), dtype=wp.int32)
@@ -246,7 +247,7 @@ class MjWarpBackend:
                 wp.from_torch(vec32, dtype=wp.vec3f),
                 wp.types.vector(6, wp.float32)(*([-1.0] * 6)),  # no group filter: every geom
                 True,
-                self._ray_exclude[exclude.tobytes()],
+                self._ray_exclude[key],
                 dist,
                 geom,
                 normal,

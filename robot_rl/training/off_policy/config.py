@@ -94,8 +94,8 @@ class OffPolicyConfig:
         if self.device is not None and self.device != "cpu":
             from robot_rl.devices import unavailable  # torch, only for a device other than the CPU
 
-            if unavailable(self.device):
-                raise ValueError(f"algo.device={self.device}: {unavailable(self.device)}")
+            if why := unavailable(self.device):
+                raise ValueError(f"algo.device={self.device}: {why}")
         for key in ("actor_hidden_dims", "critic_hidden_dims"):
             if not isinstance(getattr(self, key), (list, tuple)):
                 raise ValueError(f"algo.{key}={getattr(self, key)!r} is out of range: allowed a list of integers")

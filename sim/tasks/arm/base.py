@@ -18,7 +18,7 @@ import torch
 
 from robot_conventions.options import NONNEG, NONNEG_INT, POSITIVE, SEED, Choice, Range, option
 from sim.observation_layout import build_observation
-from sim.robots.diff_ik import PANDA_Q_HOME, DiffIK, forward_kinematics, quat_xyzw_from_rotmat
+from sim.robots.diff_ik import DiffIK, forward_kinematics, quat_xyzw_from_rotmat
 from sim.tasks.arm.controller import ACTION_SPECS, deploy_spec, servo_targets
 from sim.tasks.arm.instructions import TEMPLATES, destinations, parse_instruction, wording
 from sim.tasks.arm.observations import ARM_TERMS, add_noise, last_action_term, render_images
@@ -179,9 +179,7 @@ class ArmTask(Task):
         b, k = self.backend, len(ids)
         self.physics.draw(ids, self.rng, latency=self.cfg.action_latency)
         noise = self.dr.get("start_joint_noise", 0.0)
-        q0 = torch.tensor(PANDA_Q_HOME, dtype=torch.float64, device=self.device) + self._uniform(
-            k, -noise, noise, ARM_DOF
-        )
+        q0 = self.ik.q_home + self._uniform(k, -noise, noise, ARM_DOF)
         b.qpos[ids, :ARM_DOF] = q0
         b.qpos[ids, FINGER_QPOS] = FINGER_OPEN
         b.qvel[ids] = 0.0
